@@ -1,0 +1,124 @@
+/*
+ * The device ops table: what core/ asks of a device (hw/shm, hw/tcp,
+ * hw/mlx5 and the software mlx5 model), shaped after the hardware.
+ *
+ *  - Control path (IA, memory registration, CQ/QP/SRQ lifetime, connecting a
+ *    QP to a peer) may block and allocate.
+ *  - Data path (post_*, cq_poll) is reached with exactly one indirect call
+ *    from the DAT entry point: a post builds a descriptor in a ring the device
+ *    owns (a WQE on mlx5) and rings one doorbell; cq_poll reads the device's
+ *    completion queue and turns entries straight into DAT events in the EVD
+ *    ring, never more than the ring has room for, so a full EVD leaves
+ *    completions in the CQ instead of dropping them.
+ *
+ * Core never includes a device's private header; a device registers its ops
+ * with ZD_DEVICE_REGISTER and keeps its state behind the *_priv pointers.
+ */
+#ifndef ZD_DEVICE_H
+#define ZD_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <dat2/udat.h>
+
+struct zd_ia;
+struct zd_lmr;
+struct zd_evd;
+struct zd_ep;
+struct zd_srq;
+
+/* Parsed ia_params: "<device> [device args...] [key=value ...]". */
+#define ZD_PARAMS_MAX_ARGS 4
+#define ZD_PARAMS_ARG_LEN  64
+struct zd_ia_params {
+	char device[ZD_PARAMS_ARG_LEN];
+	int nargs;
+	char args[ZD_PARAMS_MAX_ARGS][ZD_PARAMS_ARG_LEN];
+};
+
+/* Limits a device really holds; reported by dat_ia_query. */
+struct zd_device_limits {
+	DAT_COUNT max_eps;
+	DAT_COUNT max_dto_per_ep;
+	DAT_COUNT max_rdma_read_per_ep;
+	DAT_COUNT max_evds;
+	DAT_COUNT max_evd_qlen;
+	DAT_COUNT max_iov_segments;
+	DAT_COUNT max_lmrs;
+	DAT_SEG_LENGTH max_lmr_block_size;
+	DAT_COUNT max_pzs;
+	DAT_SEG_LENGTH max_message_size;
+	DAT_SEG_LENGTH max_rdma_size;
+	DAT_COUNT max_rmrs;
+	DAT_COUNT max_srqs;
+	DAT_COUNT max_recv_per_srq;
+	DAT_COUNT max_private_data;
+	DAT_COUNT max_inline;
+};
+
+/* One local buffer of a DTO, validated by core against the LMR table. */
+struct zd_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct zd_device_ops {
+	const char *name;              /* first word of ia_params */
+	const char *adapter_name;      /* for dat_ia_query */
+
+	/* ---- control path ---- */
+	/* Validates the device arguments of @params (strictly: a clear one-line
+	 * message on stderr and DAT_INVALID_PARAMETER otherwise), opens the
+	 * device, sets ia->addr and ia->limits. */
+	DAT_RETURN (*ia_open)(struct zd_ia *ia, const struct zd_ia_params *params);
+	void (*ia_close)(struct zd_ia *ia);
+
+	/* Makes [lmr->addr, +lmr->length) reachable by the device and fills
+	 * lmr->lkey/rkey (ibv_reg_mr on mlx5; key tables on soft devices). */
+	DAT_RETURN (*mr_register)(struct zd_ia *ia, struct zd_lmr *lmr);
+	void (*mr_deregister)(struct zd_ia *ia, struct zd_lmr *lmr);
+
+	/* A completion queue feeding a DTO EVD (NULL: device has no CQs yet). */
+	DAT_RETURN (*cq_create)(struct zd_evd *evd, uint32_t depth);
+	void (*cq_destroy)(struct zd_evd *evd);
+	/* Data path: moves up to @budget completions into the EVD ring. */
+	int (*cq_poll)(struct zd_evd *evd, int budget);
+	/* Requests a wake-up on the EVD waiter for the next completion. */
+	void (*cq_arm)(struct zd_evd *evd);
+
+	/* Transport endpoint (QP) for an EP; connect takes the peer's blob
+	 * exchanged by the connection manager (QPN/PSN/LID/GID on mlx5). */
+	DAT_RETURN (*qp_create)(struct zd_ep *ep);
+	size_t (*qp_local_blob)(struct zd_ep *ep, void *blob, size_t max);
+	DAT_RETURN (*qp_connect)(struct zd_ep *ep, const void *peer_blob, size_t len);
+	void (*qp_flush)(struct zd_ep *ep);     /* to error: outstanding DTOs flush */
+	void (*qp_destroy)(struct zd_ep *ep);
+
+	DAT_RETURN (*srq_create)(struct zd_srq *srq);
+	void (*srq_destroy)(struct zd_srq *srq);
+
+	/* ---- data path ---- */
+	DAT_RETURN (*post_send)(struct zd_ep *ep, const struct zd_sge *sge, int nsge,
+				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+	DAT_RETURN (*post_recv)(struct zd_ep *ep, const struct zd_sge *sge, int nsge,
+				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+	DAT_RETURN (*post_rdma)(struct zd_ep *ep, int is_read, const struct zd_sge *sge,
+				int nsge, const DAT_RMR_TRIPLET *remote,
+				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+	DAT_RETURN (*srq_post_recv)(struct zd_srq *srq, const struct zd_sge *sge, int nsge,
+				    DAT_DTO_COOKIE cookie);
+};
+
+/* Registration: each device file ends with ZD_DEVICE_REGISTER(ops). */
+void zd_device_register(const struct zd_device_ops *ops);
+const struct zd_device_ops *zd_device_find(const char *name);
+
+#define ZD_DEVICE_REGISTER(ops)                                          \
+	__attribute__((constructor)) static void zd_device_register_##ops(void) \
+	{                                                                \
+		zd_device_register(&(ops));                              \
+	}
+
+#endif /* ZD_DEVICE_H */

@@ -1,0 +1,221 @@
+/* Endpoint creation, query and free.  Connection management and the data
+ * path arrive with the transports (see README's support matrix). */
+#include <string.h>
+
+#include "core/zd_api.h"
+#include "core/zd_ia.h"
+#include "core/zd_ep.h"
+#include "evd/zd_evd.h"
+
+static void ep_default_attr(const struct zd_ia *ia, DAT_EP_ATTR *a)
+{
+	const struct zd_device_limits *l = &ia->limits;
+
+	memset(a, 0, sizeof(*a));
+	a->service_type = DAT_SERVICE_TYPE_RC;
+	a->max_message_size = l->max_message_size;
+	a->max_rdma_size = l->max_rdma_size;
+	a->qos = DAT_QOS_BEST_EFFORT;
+	a->recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+	a->request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+	a->max_recv_dtos = ZD_MIN(l->max_dto_per_ep, 256);
+	a->max_request_dtos = ZD_MIN(l->max_dto_per_ep, 256);
+	a->max_recv_iov = l->max_iov_segments;
+	a->max_request_iov = l->max_iov_segments;
+	a->max_rdma_read_in = l->max_rdma_read_per_ep;
+	a->max_rdma_read_out = l->max_rdma_read_per_ep;
+	a->max_rdma_read_iov = l->max_iov_segments;
+	a->max_rdma_write_iov = l->max_iov_segments;
+}
+
+/* Checks consumer attributes against what the device holds. */
+static DAT_RETURN ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a)
+{
+	const struct zd_device_limits *l = &ia->limits;
+
+	if (a->service_type != DAT_SERVICE_TYPE_RC)
+		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+	if (a->max_message_size > l->max_message_size ||
+	    a->max_rdma_size > l->max_rdma_size ||
+	    a->max_recv_dtos < 0 || a->max_recv_dtos > l->max_dto_per_ep ||
+	    a->max_request_dtos < 0 || a->max_request_dtos > l->max_dto_per_ep ||
+	    a->max_recv_iov < 0 || a->max_recv_iov > l->max_iov_segments ||
+	    a->max_request_iov < 0 || a->max_request_iov > l->max_iov_segments ||
+	    a->max_rdma_read_in < 0 || a->max_rdma_read_in > l->max_rdma_read_per_ep ||
+	    a->max_rdma_read_out < 0 || a->max_rdma_read_out > l->max_rdma_read_per_ep ||
+	    a->max_rdma_read_iov < 0 || a->max_rdma_read_iov > l->max_iov_segments ||
+	    a->max_rdma_write_iov < 0 || a->max_rdma_write_iov > l->max_iov_segments)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+	return DAT_SUCCESS;
+}
+
+/* An optional EVD handle of @ia that carries @need events. */
+static DAT_RETURN ep_evd(struct zd_ia *ia, DAT_EVD_HANDLE h, DAT_EVD_FLAGS need,
+			 DAT_RETURN_SUBTYPE bad, struct zd_evd **out)
+{
+	struct zd_evd *evd;
+
+	*out = NULL;
+	if (h == DAT_HANDLE_NULL)
+		return DAT_SUCCESS;
+	evd = zd_obj_get(h, ZD_OBJ_EVD);
+	if (!evd || evd->obj.ia != ia || !(evd->flags & need))
+		return DAT_ERROR(DAT_INVALID_HANDLE, bad);
+	*out = evd;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
+			DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE request_evd,
+			DAT_EVD_HANDLE connect_evd, const DAT_EP_ATTR *attr,
+			DAT_EP_HANDLE *ep_handle)
+{
+	struct zd_ia *ia;
+	struct zd_pz *pz = NULL;
+	struct zd_evd *rcv, *req, *conn;
+	struct zd_ep *ep;
+	DAT_RETURN ret;
+
+	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
+	if (pz_handle != DAT_HANDLE_NULL) {
+		pz = zd_obj_get(pz_handle, ZD_OBJ_PZ);
+		if (!pz || pz->obj.ia != ia)
+			return zd_obj_invalid_handle(ZD_OBJ_PZ);
+	}
+	if ((ret = ep_evd(ia, recv_evd, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV, &rcv)) ||
+	    (ret = ep_evd(ia, request_evd, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG,
+			  DAT_INVALID_HANDLE_EVD_REQUEST, &req)) ||
+	    (ret = ep_evd(ia, connect_evd, DAT_EVD_CONNECTION_FLAG,
+			  DAT_INVALID_HANDLE_EVD_CONN, &conn)))
+		return ret;
+	if (attr && (ret = ep_check_attr(ia, attr)) != DAT_SUCCESS)
+		return ret;
+	if (!ep_handle)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+
+	ep = zd_obj_alloc(ZD_OBJ_EP, sizeof(*ep), ia);
+	if (!ep)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	if (attr)
+		ep->attr = *attr;
+	else
+		ep_default_attr(ia, &ep->attr);
+	ep->pz = pz;
+	ep->recv_evd = rcv;
+	ep->request_evd = req;
+	ep->connect_evd = conn;
+	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+	if (ia->dev->qp_create && pz) {
+		ret = ia->dev->qp_create(ep);
+		if (ret != DAT_SUCCESS) {
+			zd_obj_release(ep);
+			return ret;
+		}
+	}
+	if (pz)
+		zd_obj_ref(pz);
+	if (rcv)
+		zd_obj_ref(rcv);
+	if (req)
+		zd_obj_ref(req);
+	if (conn)
+		zd_obj_ref(conn);
+	zd_ia_add_child(ia, &ep->obj);
+	*ep_handle = ep;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_ep_create_with_srq(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz,
+				 DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE request_evd,
+				 DAT_EVD_HANDLE connect_evd, DAT_SRQ_HANDLE srq_handle,
+				 const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep_handle)
+{
+	struct zd_ia *ia;
+	void *srq;
+
+	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
+	ZD_GET_OR_RETURN(srq, srq_handle, ZD_OBJ_SRQ);
+	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+}
+
+DAT_RETURN zd_ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *p)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, ep_handle, ZD_OBJ_EP);
+	if (!p)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	memset(p, 0, sizeof(*p));
+	p->ia_handle = zd_ia_consumer_handle(ep->obj.ia);
+	p->ep_state = atomic_load(&ep->state);
+	p->local_ia_address_ptr = (DAT_IA_ADDRESS_PTR)&ep->obj.ia->addr;
+	p->local_port_qual = ep->local_qual;
+	p->remote_ia_address_ptr = (DAT_IA_ADDRESS_PTR)&ep->remote_addr;
+	p->remote_port_qual = ep->remote_qual;
+	p->pz_handle = ep->pz;
+	p->recv_evd_handle = ep->recv_evd;
+	p->request_evd_handle = ep->request_evd;
+	p->connect_evd_handle = ep->connect_evd;
+	p->srq_handle = ep->srq;
+	p->ep_attr = ep->attr;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_ep_get_status(DAT_EP_HANDLE ep_handle, DAT_EP_STATE *state,
+			    DAT_BOOLEAN *recv_idle, DAT_BOOLEAN *request_idle)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, ep_handle, ZD_OBJ_EP);
+	if (state)
+		*state = atomic_load(&ep->state);
+	/* No DTO can be outstanding before the data path exists. */
+	if (recv_idle)
+		*recv_idle = DAT_TRUE;
+	if (request_idle)
+		*request_idle = DAT_TRUE;
+	return DAT_SUCCESS;
+}
+
+void zd_ep_destroy(struct zd_obj *o)
+{
+	struct zd_ep *ep = (struct zd_ep *)o;
+	struct zd_ia *ia = o->ia;
+
+	if (ep->dev_priv && ia->dev->qp_destroy)
+		ia->dev->qp_destroy(ep);
+	if (ep->pz)
+		zd_obj_unref(ep->pz);
+	if (ep->recv_evd)
+		zd_obj_unref(ep->recv_evd);
+	if (ep->request_evd)
+		zd_obj_unref(ep->request_evd);
+	if (ep->connect_evd)
+		zd_obj_unref(ep->connect_evd);
+	zd_ia_del_child(ia, o);
+	zd_obj_release(o);
+}
+
+DAT_RETURN zd_ep_free(DAT_EP_HANDLE ep_handle)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, ep_handle, ZD_OBJ_EP);
+	if (zd_obj_in_use(ep))  /* an RSP or a pending CR holds it */
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
+	zd_ep_destroy(&ep->obj);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_ep_reset(DAT_EP_HANDLE ep_handle)
+{
+	struct zd_ep *ep;
+	DAT_EP_STATE s;
+
+	ZD_GET_OR_RETURN(ep, ep_handle, ZD_OBJ_EP);
+	s = atomic_load(&ep->state);
+	if (s != DAT_EP_STATE_DISCONNECTED && s != DAT_EP_STATE_UNCONNECTED)
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+	return DAT_SUCCESS;
+}

@@ -1,0 +1,56 @@
+/* Interface adapter: one open device, parent of every other object. */
+#ifndef ZD_IA_H
+#define ZD_IA_H
+
+#include <pthread.h>
+#include <netinet/in.h>
+
+#include "core/zd_obj.h"
+#include "core/zd_device.h"
+
+/* One per dat.conf line: libdat2 dispatches through @dat, and every handle
+ * of an IA opened through that line points at it. */
+struct zd_provider {
+	DAT_PROVIDER dat;
+	DAT_PROVIDER_INFO info;
+	char ia_params[256];
+	int registered;
+};
+
+struct zd_evd;
+struct zd_keytab;
+struct zd_keygen;
+
+struct zd_ia {
+	struct zd_obj obj;
+	struct zd_provider *prov;
+	const struct zd_device_ops *dev;
+	void *dev_priv;
+	struct zd_ia_params params;
+	struct sockaddr_in addr;            /* DAT IA address (AF_INET) */
+	struct zd_device_limits limits;
+	struct zd_evd *async_evd;
+	int async_evd_ours;                 /* created by ia_open: freed by close */
+	struct zd_keytab *keys;             /* LMR/RMR keys, see zd_keys.h */
+	struct zd_keygen *keygen;           /* fresh keys for them */
+	pthread_mutex_t lock;               /* children list; control path only */
+	struct zd_obj children;             /* list head (only the links are used) */
+};
+ZD_OBJ_FITS(IA, struct zd_ia);
+
+/* Links/unlinks a child into its IA's list (control path). */
+void zd_ia_add_child(struct zd_ia *ia, struct zd_obj *child);
+void zd_ia_del_child(struct zd_ia *ia, struct zd_obj *child);
+
+/* The IA handle the consumer holds for @ia: libdat2 hands out its own small
+ * integers for IAs and maps them back on the way in, so query results
+ * must name the IA that way too. */
+DAT_IA_HANDLE zd_ia_consumer_handle(struct zd_ia *ia);
+
+/* Parses "<device> [args...]" strictly; 0 or -1 with a message on stderr. */
+int zd_ia_params_parse(const char *str, struct zd_ia_params *out);
+
+/* One clear line on stderr, prefixed "zdapl: ". */
+void zd_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,12 @@
+/* IPv4 addresses of this host, for the IA address of the soft devices. */
+#ifndef ZD_NETADDR_H
+#define ZD_NETADDR_H
+
+#include <netinet/in.h>
+
+/* Resolves @spec (an interface name or an IPv4 address assigned to this
+ * host; NULL or "" = the first non-loopback IPv4 address that is up, else
+ * 127.0.0.1) into @out.  0, or -1 after one clear line on stderr. */
+int zd_netaddr_resolve(const char *spec, struct sockaddr_in *out);
+
+#endif

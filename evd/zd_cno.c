@@ -1,0 +1,195 @@
+/* DAT CNO calls (see zd_cno.h). */
+#include <time.h>
+
+#include "core/zd_api.h"
+#include "core/zd_ia.h"
+#include "evd/zd_cno.h"
+#include "evd/zd_evd.h"
+
+void zd_cno_attach(struct zd_cno *cno, struct zd_evd *evd)
+{
+	pthread_mutex_lock(&cno->lock);
+	evd->cno_next = cno->evds;
+	cno->evds = evd;
+	zd_obj_ref(cno);
+	atomic_store_explicit(&evd->cno, cno, memory_order_release);
+	pthread_mutex_unlock(&cno->lock);
+}
+
+void zd_cno_detach(struct zd_cno *cno, struct zd_evd *evd)
+{
+	pthread_mutex_lock(&cno->lock);
+	for (struct zd_evd **pp = &cno->evds; *pp; pp = &(*pp)->cno_next) {
+		if (*pp == evd) {
+			*pp = evd->cno_next;
+			evd->cno_next = NULL;
+			zd_obj_unref(cno);
+			break;
+		}
+	}
+	atomic_store_explicit(&evd->cno, NULL, memory_order_release);
+	struct zd_evd *expected = evd;
+	atomic_compare_exchange_strong(&cno->triggered, &expected, NULL);
+	pthread_mutex_unlock(&cno->lock);
+}
+
+void zd_cno_trigger_from(struct zd_cno *cno, struct zd_evd *evd)
+{
+	DAT_AGENT_FUNC fn;
+	DAT_PVOID data;
+
+	atomic_store_explicit(&cno->triggered, evd, memory_order_release);
+	zd_waiter_notify(&cno->waiter);
+	fn = cno->agent.proxy_agent_func;
+	data = cno->agent.instance_data;
+	if (fn)
+		fn(data, evd);
+}
+
+DAT_RETURN zd_cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent,
+			 DAT_CNO_HANDLE *cno_handle)
+{
+	struct zd_ia *ia;
+	struct zd_cno *cno;
+
+	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
+	if (!cno_handle)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	cno = zd_obj_alloc(ZD_OBJ_CNO, sizeof(*cno), ia);
+	if (!cno)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	zd_waiter_init(&cno->waiter, 0);
+	pthread_mutex_init(&cno->lock, NULL);
+	cno->agent = agent;
+	zd_ia_add_child(ia, &cno->obj);
+	*cno_handle = cno;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_cno_fd_create(DAT_IA_HANDLE ia_handle, DAT_FD *fd, DAT_CNO_HANDLE *cno_handle)
+{
+	struct zd_ia *ia;
+
+	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
+	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+}
+
+DAT_RETURN zd_cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_handle)
+{
+	struct zd_cno *cno;
+
+	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
+	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+}
+
+DAT_RETURN zd_cno_modify_agent(DAT_CNO_HANDLE cno_handle, DAT_OS_WAIT_PROXY_AGENT agent)
+{
+	struct zd_cno *cno;
+
+	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
+	pthread_mutex_lock(&cno->lock);
+	cno->agent = agent;
+	pthread_mutex_unlock(&cno->lock);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_cno_query(DAT_CNO_HANDLE cno_handle, DAT_CNO_PARAM_MASK mask, DAT_CNO_PARAM *p)
+{
+	struct zd_cno *cno;
+
+	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
+	if (!p)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	p->ia_handle = zd_ia_consumer_handle(cno->obj.ia);
+	p->proxy_type = DAT_PROXY_TYPE_AGENT;
+	p->proxy.agent = cno->agent;
+	return DAT_SUCCESS;
+}
+
+void zd_cno_destroy(struct zd_obj *o)
+{
+	struct zd_cno *cno = (struct zd_cno *)o;
+
+	zd_ia_del_child(o->ia, o);
+	zd_obj_release(o);
+	zd_waiter_notify_all(&cno->waiter);
+	pthread_mutex_destroy(&cno->lock);
+	zd_waiter_fini(&cno->waiter);
+}
+
+DAT_RETURN zd_cno_free(DAT_CNO_HANDLE cno_handle)
+{
+	struct zd_cno *cno;
+
+	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
+	if (zd_obj_in_use(cno))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+	zd_cno_destroy(&cno->obj);
+	return DAT_SUCCESS;
+}
+
+/* An EVD of the CNO with an event ready, after one round of progress. */
+static struct zd_evd *cno_ready_evd(struct zd_cno *cno)
+{
+	struct zd_evd *found = NULL;
+
+	pthread_mutex_lock(&cno->lock);
+	for (struct zd_evd *e = cno->evds; e && !found; e = e->cno_next) {
+		if (!atomic_load(&e->enabled) || atomic_load(&e->waiting))
+			continue;
+		zd_evd_progress(e);
+		if (zd_evd_ready(e))
+			found = e;
+	}
+	pthread_mutex_unlock(&cno->lock);
+	return found;
+}
+
+DAT_RETURN zd_cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout,
+		       DAT_EVD_HANDLE *evd_handle)
+{
+	struct zd_cno *cno;
+	struct timespec ts;
+	uint64_t deadline = 0;
+
+	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
+	if (!evd_handle)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (timeout != DAT_TIMEOUT_INFINITE)
+		deadline = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + timeout;
+	for (;;) {
+		struct zd_evd *evd = atomic_exchange(&cno->triggered, NULL);
+		uint64_t now, left = ZD_WAIT_INFINITE;
+		uint32_t ticket;
+
+		if (!evd)
+			evd = cno_ready_evd(cno);
+		if (evd) {
+			*evd_handle = evd;
+			return DAT_SUCCESS;
+		}
+		if (atomic_load(&cno->obj.magic) != ZD_OBJ_MAGIC_LIVE(ZD_OBJ_CNO))
+			return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_DEAD);
+		ticket = zd_waiter_prepare(&cno->waiter);
+		if (atomic_load(&cno->triggered) || (evd = cno_ready_evd(cno)) != NULL) {
+			zd_waiter_cancel(&cno->waiter);
+			if (evd) {
+				*evd_handle = evd;
+				return DAT_SUCCESS;
+			}
+			continue;
+		}
+		if (deadline) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+			if (now >= deadline) {
+				zd_waiter_cancel(&cno->waiter);
+				*evd_handle = DAT_HANDLE_NULL;
+				return DAT_ERROR(DAT_TIMEOUT_EXPIRED, DAT_NO_SUBTYPE);
+			}
+			left = deadline - now;
+		}
+		zd_waiter_wait(&cno->waiter, ticket, left);
+	}
+}

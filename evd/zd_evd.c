@@ -1,0 +1,523 @@
+/* The DAT EVD calls over zd_ring and zd_waiter (see zd_evd.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <urcu-bp.h>
+
+#include "core/zd_api.h"
+#include "core/zd_ia.h"
+#include "evd/zd_evd.h"
+#include "evd/zd_cno.h"
+
+#define ZD_EVD_KNOWN_FLAGS                                                  \
+	(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |          \
+	 DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG)
+
+struct zd_spill {
+	struct zd_spill *next;
+	DAT_EVENT ev;
+};
+
+static DAT_RETURN invalid_evd(void)
+{
+	return zd_obj_invalid_handle(ZD_OBJ_EVD);
+}
+
+#define EVD_GET_OR_RETURN(var, h)                          \
+	do {                                               \
+		(var) = zd_obj_get((h), ZD_OBJ_EVD);       \
+		if (ZD_UNLIKELY(!(var)))                   \
+			return invalid_evd();              \
+	} while (0)
+
+/* ---- producing ---- */
+
+static void evd_wake(struct zd_evd *evd)
+{
+	struct zd_cno *cno;
+
+	zd_waiter_notify(&evd->waiter);
+	cno = atomic_load_explicit(&evd->cno, memory_order_acquire);
+	/* A CNO is triggered only by an enabled EVD nobody waits on directly. */
+	if (ZD_UNLIKELY(cno != NULL) &&
+	    atomic_load_explicit(&evd->enabled, memory_order_relaxed) &&
+	    !atomic_load_explicit(&evd->waiting, memory_order_relaxed))
+		zd_cno_trigger_from(cno, evd);
+}
+
+static int spill_push(struct zd_evd *evd, const DAT_EVENT *ev)
+{
+	struct zd_spill *s = malloc(sizeof(*s));
+
+	if (!s)
+		return -1;
+	s->ev = *ev;
+	s->next = NULL;
+	if (evd->spill_tail)
+		evd->spill_tail->next = s;
+	else
+		evd->spill_head = s;
+	evd->spill_tail = s;
+	return 0;
+}
+
+DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
+{
+	struct zd_ring *ring;
+	int first_overflow = 0;
+	bool ok = false;
+
+	rcu_read_lock();
+	ring = rcu_dereference(evd->ring);
+	if (ZD_LIKELY(!atomic_load_explicit(&evd->spilling, memory_order_acquire)))
+		ok = zd_ring_enqueue(ring, ev);
+	rcu_read_unlock();
+
+	if (ZD_UNLIKELY(!ok)) {
+		if (!spill_ok)
+			return DAT_ERROR(DAT_QUEUE_FULL, DAT_NO_SUBTYPE);
+		pthread_mutex_lock(&evd->spill_lock);
+		if (spill_push(evd, ev) != 0) {
+			pthread_mutex_unlock(&evd->spill_lock);
+			return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+		}
+		atomic_store_explicit(&evd->spilling, 1, memory_order_release);
+		first_overflow = !atomic_exchange(&evd->overflowed, 1);
+		pthread_mutex_unlock(&evd->spill_lock);
+		if (first_overflow && !(evd->flags & DAT_EVD_ASYNC_FLAG))
+			zd_evd_post_async(&evd->obj, DAT_ASYNC_ERROR_EVD_OVERFLOW);
+	}
+	evd_wake(evd);
+	return DAT_SUCCESS;
+}
+
+void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type)
+{
+	struct zd_ia *ia = source->ia;
+	DAT_EVENT ev;
+
+	if (!ia || !ia->async_evd)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = type;
+	ev.evd_handle = ia->async_evd;
+	ev.event_data.asynch_error_event_data.dat_handle = source;
+	ev.event_data.asynch_error_event_data.reason = 0;
+	zd_evd_post(ia->async_evd, &ev, 1);
+}
+
+/* ---- consuming (one consumer thread at a time) ---- */
+
+void zd_evd_progress(struct zd_evd *evd)
+{
+	struct zd_ring *ring;
+	uint32_t room;
+
+	if (!evd->cq_poll)
+		return;
+	ring = evd->ring;
+	room = zd_ring_capacity(ring) - zd_ring_count(ring);
+	if (room)
+		evd->cq_poll(evd, (int)room);
+}
+
+/* Takes the next event in order: a drained-after-resize ring first, then the
+ * ring, then the spill list (spilled events are younger than ring ones). */
+static bool evd_take(struct zd_evd *evd, DAT_EVENT *out)
+{
+	struct zd_ring *ring;
+
+	if (ZD_UNLIKELY(evd->draining != NULL)) {
+		if (zd_ring_dequeue(evd->draining, out))
+			return true;
+		zd_ring_destroy(evd->draining);
+		evd->draining = NULL;
+	}
+	ring = evd->ring;
+	if (ZD_LIKELY(zd_ring_dequeue(ring, out)))
+		return true;
+	if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire))) {
+		struct zd_spill *s;
+		bool got = false;
+
+		pthread_mutex_lock(&evd->spill_lock);
+		/* A producer may have published into the ring before it saw
+		 * the spill flag: it is older than the spill list. */
+		if (zd_ring_dequeue(ring, out)) {
+			got = true;
+		} else if ((s = evd->spill_head) != NULL) {
+			*out = s->ev;
+			evd->spill_head = s->next;
+			if (!evd->spill_head) {
+				evd->spill_tail = NULL;
+				atomic_store_explicit(&evd->spilling, 0, memory_order_release);
+			}
+			free(s);
+			got = true;
+		}
+		pthread_mutex_unlock(&evd->spill_lock);
+		return got;
+	}
+	return false;
+}
+
+uint32_t zd_evd_ready(struct zd_evd *evd)
+{
+	uint32_t n = zd_ring_count(rcu_dereference(evd->ring));
+	struct zd_ring *old = evd->draining;
+
+	if (old)
+		n += zd_ring_count(old);
+	if (atomic_load_explicit(&evd->spilling, memory_order_acquire)) {
+		pthread_mutex_lock(&evd->spill_lock);
+		for (struct zd_spill *s = evd->spill_head; s; s = s->next)
+			n++;
+		pthread_mutex_unlock(&evd->spill_lock);
+	}
+	return n;
+}
+
+DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (ZD_UNLIKELY(!event))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (ZD_UNLIKELY(atomic_load_explicit(&evd->waiting, memory_order_relaxed)))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+	if (evd_take(evd, event))
+		return DAT_SUCCESS;
+	zd_evd_progress(evd);
+	if (evd_take(evd, event))
+		return DAT_SUCCESS;
+	return DAT_ERROR(DAT_QUEUE_EMPTY, DAT_NO_SUBTYPE);
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT threshold,
+		       DAT_EVENT *event, DAT_COUNT *nmore)
+{
+	struct zd_evd *evd;
+	uint64_t deadline = 0;
+	DAT_RETURN ret;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (threshold <= 0 || threshold > evd->qlen)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	if (!event)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+	if (!nmore)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+	if (!atomic_load(&evd->enabled))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_DISABLED);
+	if (!atomic_load(&evd->waitable))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+	if (atomic_exchange(&evd->waiting, 1))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+
+	if (timeout != DAT_TIMEOUT_INFINITE)
+		deadline = now_us() + timeout;
+	for (;;) {
+		uint64_t left = ZD_WAIT_INFINITE;
+		uint32_t ticket;
+
+		zd_evd_progress(evd);
+		if (zd_evd_ready(evd) >= (uint32_t)threshold) {
+			ret = evd_take(evd, event) ? DAT_SUCCESS
+						   : DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+			break;
+		}
+		/* Announce the sleep, then look again: an event published after
+		 * the announcement wakes us (zd_waiter.h, Dekker pairing). */
+		ticket = zd_waiter_prepare(&evd->waiter);
+		if (evd->cq_poll && evd->obj.ia->dev->cq_arm)
+			evd->obj.ia->dev->cq_arm(evd);
+		zd_evd_progress(evd);
+		if (zd_evd_ready(evd) >= (uint32_t)threshold) {
+			zd_waiter_cancel(&evd->waiter);
+			continue;
+		}
+		if (!atomic_load(&evd->waitable) || !atomic_load(&evd->enabled)) {
+			zd_waiter_cancel(&evd->waiter);
+			ret = DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+			break;
+		}
+		if (deadline) {
+			uint64_t now = now_us();
+			if (now >= deadline) {
+				zd_waiter_cancel(&evd->waiter);
+				ret = DAT_ERROR(DAT_TIMEOUT_EXPIRED, DAT_NO_SUBTYPE);
+				break;
+			}
+			left = deadline - now;
+		} else if (timeout == 0) {
+			zd_waiter_cancel(&evd->waiter);
+			ret = DAT_ERROR(DAT_TIMEOUT_EXPIRED, DAT_NO_SUBTYPE);
+			break;
+		}
+		zd_waiter_wait(&evd->waiter, ticket, left);
+	}
+	*nmore = (DAT_COUNT)zd_evd_ready(evd);
+	atomic_store(&evd->waiting, 0);
+	return ret;
+}
+
+/* ---- lifetime and state ---- */
+
+DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno_handle,
+			 DAT_EVD_FLAGS flags, DAT_EVD_HANDLE *evd_handle)
+{
+	struct zd_ia *ia;
+	struct zd_cno *cno = NULL;
+	struct zd_evd *evd;
+	DAT_RETURN ret;
+
+	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
+	if (qlen <= 0 || qlen > ia->limits.max_evd_qlen)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (cno_handle != DAT_HANDLE_NULL) {
+		cno = zd_obj_get(cno_handle, ZD_OBJ_CNO);
+		if (!cno || cno->obj.ia != ia)
+			return zd_obj_invalid_handle(ZD_OBJ_CNO);
+	}
+	if (flags == 0 || (flags & ~(DAT_EVD_FLAGS)ZD_EVD_KNOWN_FLAGS))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+	/* One async EVD per IA: the one dat_ia_open made or was given. */
+	if ((flags & DAT_EVD_ASYNC_FLAG) && ia->async_evd)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+	if (!evd_handle)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+
+	evd = zd_obj_alloc(ZD_OBJ_EVD, sizeof(*evd), ia);
+	if (!evd)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	evd->flags = flags;
+	evd->qlen = qlen;
+	evd->ring = zd_ring_create((uint32_t)qlen);
+	if (!evd->ring) {
+		ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+		goto err_release;
+	}
+	zd_waiter_init(&evd->waiter, 0);
+	pthread_mutex_init(&evd->spill_lock, NULL);
+	atomic_store(&evd->enabled, 1);
+	atomic_store(&evd->waitable, 1);
+
+	if ((flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG)) && ia->dev->cq_create) {
+		ret = ia->dev->cq_create(evd, (uint32_t)qlen);
+		if (ret != DAT_SUCCESS)
+			goto err_ring;
+		evd->cq_poll = ia->dev->cq_poll;
+	}
+	if (cno)
+		zd_cno_attach(cno, evd);
+	zd_ia_add_child(ia, &evd->obj);
+	*evd_handle = evd;
+	return DAT_SUCCESS;
+
+err_ring:
+	pthread_mutex_destroy(&evd->spill_lock);
+	zd_ring_destroy(evd->ring);
+err_release:
+	zd_obj_release(evd);
+	return ret;
+}
+
+void zd_evd_destroy(struct zd_obj *o)
+{
+	struct zd_evd *evd = (struct zd_evd *)o;
+	struct zd_ia *ia = o->ia;
+	struct zd_cno *cno = atomic_load(&evd->cno);
+	struct zd_spill *s;
+
+	if (cno)
+		zd_cno_detach(cno, evd);
+	if (evd->cq_poll && ia->dev->cq_destroy)
+		ia->dev->cq_destroy(evd);
+	zd_ia_del_child(ia, o);
+	if (ia->async_evd == evd)
+		ia->async_evd = NULL;
+	/* Stale handles now fail; wait out foreign producers still inside
+	 * zd_evd_post before the ring goes. */
+	zd_obj_release(o);
+	synchronize_rcu();
+	zd_ring_destroy(evd->ring);
+	if (evd->draining)
+		zd_ring_destroy(evd->draining);
+	while ((s = evd->spill_head) != NULL) {
+		evd->spill_head = s->next;
+		free(s);
+	}
+	pthread_mutex_destroy(&evd->spill_lock);
+	zd_waiter_fini(&evd->waiter);
+}
+
+DAT_RETURN zd_evd_free(DAT_EVD_HANDLE evd_handle)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (zd_obj_in_use(evd))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
+	if (atomic_load(&evd->waiting))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+	zd_evd_destroy(&evd->obj);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask,
+			DAT_EVD_PARAM *p)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (!p)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	p->ia_handle = zd_ia_consumer_handle(evd->obj.ia);
+	p->evd_qlen = evd->qlen;
+	p->evd_state = (atomic_load(&evd->enabled) ? DAT_EVD_STATE_ENABLED
+						   : DAT_EVD_STATE_DISABLED) |
+		       (atomic_load(&evd->waitable) ? DAT_EVD_STATE_WAITABLE
+						    : DAT_EVD_STATE_UNWAITABLE) |
+		       DAT_EVD_STATE_CONFIG_THRESHOLD;
+	p->cno_handle = atomic_load(&evd->cno);
+	p->evd_flags = evd->flags;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle)
+{
+	struct zd_evd *evd;
+	struct zd_cno *cno = NULL, *old;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (cno_handle != DAT_HANDLE_NULL) {
+		cno = zd_obj_get(cno_handle, ZD_OBJ_CNO);
+		if (!cno || cno->obj.ia != evd->obj.ia)
+			return zd_obj_invalid_handle(ZD_OBJ_CNO);
+	}
+	old = atomic_load(&evd->cno);
+	if (old == cno)
+		return DAT_SUCCESS;
+	if (old)
+		zd_cno_detach(old, evd);
+	if (cno)
+		zd_cno_attach(cno, evd);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_enable(DAT_EVD_HANDLE evd_handle)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	atomic_store(&evd->enabled, 1);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_disable(DAT_EVD_HANDLE evd_handle)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	atomic_store(&evd->enabled, 0);
+	zd_waiter_notify_all(&evd->waiter);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_set_unwaitable(DAT_EVD_HANDLE evd_handle)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	atomic_store(&evd->waitable, 0);
+	/* A thread blocked in dat_evd_wait returns DAT_INVALID_STATE. */
+	zd_waiter_notify_all(&evd->waiter);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_clear_unwaitable(DAT_EVD_HANDLE evd_handle)
+{
+	struct zd_evd *evd;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	atomic_store(&evd->waitable, 1);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event)
+{
+	struct zd_evd *evd;
+	DAT_EVENT ev;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (!(evd->flags & DAT_EVD_SOFTWARE_FLAG))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+	if (!event || event->event_number != DAT_SOFTWARE_EVENT)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	ev = *event;
+	ev.evd_handle = evd;
+	return zd_evd_post(evd, &ev, 0);
+}
+
+DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
+{
+	struct zd_evd *evd;
+	struct zd_ring *fresh, *old;
+
+	EVD_GET_OR_RETURN(evd, evd_handle);
+	if (qlen <= 0 || qlen > evd->obj.ia->limits.max_evd_qlen)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (atomic_load(&evd->waiting))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+	if (zd_evd_ready(evd) > (uint32_t)qlen)
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
+	/* Finish any earlier drain first so at most one old ring exists. */
+	if (evd->draining) {
+		fresh = zd_ring_create((uint32_t)qlen);
+		if (!fresh)
+			return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+		if (zd_ring_move(fresh, evd->draining) < 0) {
+			zd_ring_destroy(fresh);
+			return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
+		}
+		/* fresh now holds the oldest events: it becomes the drain. */
+		zd_ring_destroy(evd->draining);
+		evd->draining = fresh;
+	}
+	fresh = zd_ring_create((uint32_t)qlen);
+	if (!fresh)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	old = evd->ring;
+	rcu_assign_pointer(evd->ring, fresh);
+	/* After this no producer is inside the old ring; the consumer takes
+	 * what it holds before anything in the new one. */
+	synchronize_rcu();
+	if (evd->draining) {
+		if (zd_ring_move(evd->draining, old) < 0) {
+			/* Events arrived since the check: keep them all. */
+			struct zd_ring *both = zd_ring_create(zd_ring_count(evd->draining) +
+							      zd_ring_count(old));
+			if (!both)
+				return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+			zd_ring_move(both, evd->draining);
+			zd_ring_move(both, old);
+			zd_ring_destroy(evd->draining);
+			evd->draining = both;
+		}
+		zd_ring_destroy(old);
+	} else {
+		evd->draining = old;
+	}
+	evd->qlen = qlen;
+	return DAT_SUCCESS;
+}

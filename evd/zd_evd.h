@@ -1,0 +1,71 @@
+/*
+ * Event dispatcher: a DAT EVD is one lock-free MPSC ring of DAT events plus
+ * the waiter its consumer sleeps on.
+ *
+ * Producers:
+ *  - the consumer itself: under manual progress dat_evd_dequeue/wait call
+ *    the device's cq_poll, which writes completions straight into the ring
+ *    (never more than it has room for: the rest stay in the CQ);
+ *  - foreign threads (CM thread, pinned pollers, dat_evd_post_se callers)
+ *    through zd_evd_post(), inside a urcu-bp read-side section so that
+ *    dat_evd_resize can swap rings under them.
+ * A foreign event that finds the ring full is not dropped: it goes to a spill
+ * list (and every later foreign event after it, keeping per-producer order)
+ * and DAT_ASYNC_ERROR_EVD_OVERFLOW is posted to the IA's async EVD.
+ */
+#ifndef ZD_EVD_H
+#define ZD_EVD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <dat2/udat.h>
+
+#include "core/zd_obj.h"
+#include "evd/zd_ring.h"
+#include "evd/zd_waiter.h"
+
+struct zd_cno;
+struct zd_spill;
+
+struct zd_evd {
+	struct zd_obj obj;
+	/* read-mostly, one line: what the hot path looks at */
+	struct zd_ring *ring;             /* rcu_dereference by foreign producers */
+	int (*cq_poll)(struct zd_evd *evd, int budget);  /* manual progress */
+	struct zd_cno *_Atomic cno;
+	DAT_EVD_FLAGS flags;
+	DAT_COUNT qlen;
+	_Atomic int spilling;             /* events wait in the spill list */
+	_Atomic int enabled;
+	_Atomic int waitable;
+	_Atomic int waiting;              /* a thread is inside dat_evd_wait */
+	_Atomic int overflowed;           /* ever spilled: reported once */
+
+	struct zd_waiter waiter;
+
+	/* slow path state */
+	struct zd_ring *draining;         /* old ring after a resize, consumer only */
+	pthread_mutex_t spill_lock;
+	struct zd_spill *spill_head, *spill_tail;
+	void *cq_priv;                    /* the device's CQ */
+	struct zd_evd *cno_next;          /* the CNO's list of EVDs */
+};
+ZD_OBJ_FITS(EVD, struct zd_evd);
+
+/* Posts an event from any thread (see file comment).  Returns DAT_SUCCESS,
+ * or DAT_QUEUE_FULL when @spill_ok is 0 and the ring is full. */
+DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok);
+
+/* Posts an async error event of @type to @ia's async EVD. */
+void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
+
+/* Forced free for an abrupt dat_ia_close. */
+void zd_evd_destroy(struct zd_obj *o);
+
+/* Events ready to dequeue, without progress (any thread). */
+uint32_t zd_evd_ready(struct zd_evd *evd);
+
+/* Polls the EVD's CQ (manual progress); consumer thread only. */
+void zd_evd_progress(struct zd_evd *evd);
+
+#endif
