@@ -12,7 +12,7 @@ tcp_if=$(ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) i
 
 tmp="$out.tmp.$$"
 {
-	echo "# zdapl providers of this build tree: DAT_OVERRIDE=$out"
+	echo "# zdapl providers of this build tree: DAT_OVERRIDE=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
 	echo "zdapl-shm u2.0 nonthreadsafe default $lib dapl.2.0 \"shm\" \"\""
 	echo "zdapl-tcp u2.0 nonthreadsafe default $lib dapl.2.0 \"tcp $tcp_if\" \"\""
 	for port in /sys/class/infiniband/mlx5_*/ports/*; do

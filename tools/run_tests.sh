@@ -1,0 +1,54 @@
+#!/bin/sh
+# The whole test suite, setup included: packages, a release-style build in
+# build/ with every suite (unit, core API through libdat2, interop with the
+# Debian dapl2-utils clients), then the unit and core suites again under
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
+# Ends with "N passed, N failed" and exits non-zero on any failure.
+set -u
+cd "$(dirname "$0")/.."
+sh tools/setup_deps.sh || exit 1
+
+werror=""
+[ "${CI:-}" = "true" ] && werror="-Dwerror=true"
+
+step() { echo; echo "==== $*"; }
+
+configure() { # dir, extra args...
+	dir=$1
+	shift
+	if [ -f "$dir/build.ninja" ]; then
+		meson configure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@" >/dev/null
+	fi
+}
+
+passed=0 failed=0
+count() { # testlog.json -> add to totals
+	p=$(grep -c '"result": "OK"' "$1" 2>/dev/null || true)
+	f=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$1" 2>/dev/null || true)
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+step "build (build/)"
+configure build $werror || exit 1
+meson compile -C build || exit 1
+step "tests (build/)"
+meson test -C build --print-errorlogs
+rc1=$?
+count build/meson-logs/testlog.json
+
+step "build with ASan+UBSan (build-asan/)"
+configure build-asan $werror -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+meson compile -C build-asan || exit 1
+step "unit and core suites under ASan+UBSan"
+# The interop suite runs uninstrumented Debian binaries; it ran above.
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	meson test -C build-asan --print-errorlogs --no-suite interop --no-suite bench
+rc2=$?
+count build-asan/meson-logs/testlog.json
+
+echo
+echo "$passed passed, $failed failed"
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$failed" -eq 0 ]
