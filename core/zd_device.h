@@ -57,12 +57,8 @@ struct zd_device_limits {
 	DAT_COUNT max_inline;
 };
 
-/* One local buffer of a DTO, validated by core against the LMR table. */
-struct zd_sge {
-	uint64_t addr;
-	uint32_t length;
-	uint32_t lkey;
-};
+/* Largest device blob the connection manager carries for a QP. */
+#define ZD_QP_BLOB_MAX 512
 
 struct zd_device_ops {
 	const char *name;              /* first word of ia_params */
@@ -75,39 +71,53 @@ struct zd_device_ops {
 	DAT_RETURN (*ia_open)(struct zd_ia *ia, const struct zd_ia_params *params);
 	void (*ia_close)(struct zd_ia *ia);
 
-	/* Makes [lmr->addr, +lmr->length) reachable by the device and fills
-	 * lmr->lkey/rkey (ibv_reg_mr on mlx5; key tables on soft devices). */
+	/* Makes [lmr->addr, +lmr->length) reachable by the device.  Core has
+	 * already given the LMR its key (lmr->lkey == lmr->rkey) and published
+	 * it in ia->keys; hardware devices may replace both keys with their
+	 * own (mlx5: the ibv_mr's lkey/rkey). */
 	DAT_RETURN (*mr_register)(struct zd_ia *ia, struct zd_lmr *lmr);
 	void (*mr_deregister)(struct zd_ia *ia, struct zd_lmr *lmr);
 
-	/* A completion queue feeding a DTO EVD (NULL: device has no CQs yet). */
+	/* A completion queue feeding a DTO or RMR_BIND EVD (NULL: none). */
 	DAT_RETURN (*cq_create)(struct zd_evd *evd, uint32_t depth);
 	void (*cq_destroy)(struct zd_evd *evd);
-	/* Data path: moves up to @budget completions into the EVD ring. */
+	/* Data path: moves up to @budget completions into the EVD ring
+	 * (evd->ring, consumer side) and returns how many. */
 	int (*cq_poll)(struct zd_evd *evd, int budget);
-	/* Requests a wake-up on the EVD waiter for the next completion. */
+	/* Requests a zd_waiter_notify on evd->waiter for the next completion. */
 	void (*cq_arm)(struct zd_evd *evd);
 
-	/* Transport endpoint (QP) for an EP; connect takes the peer's blob
-	 * exchanged by the connection manager (QPN/PSN/LID/GID on mlx5). */
+	/* Transport endpoint (QP) of an EP, created when the EP is (its PZ,
+	 * EVDs, SRQ and attributes are set).  The connection manager moves the
+	 * blob of qp_local_blob to the peer and hands the peer's blob to
+	 * qp_connect, after which posts flow.  qp_flush moves the QP to error:
+	 * every outstanding and later DTO completes DAT_DTO_ERR_FLUSHED.
+	 * qp_reset returns a flushed QP to its freshly created state. */
 	DAT_RETURN (*qp_create)(struct zd_ep *ep);
 	size_t (*qp_local_blob)(struct zd_ep *ep, void *blob, size_t max);
 	DAT_RETURN (*qp_connect)(struct zd_ep *ep, const void *peer_blob, size_t len);
-	void (*qp_flush)(struct zd_ep *ep);     /* to error: outstanding DTOs flush */
+	void (*qp_flush)(struct zd_ep *ep);
+	DAT_RETURN (*qp_reset)(struct zd_ep *ep);
 	void (*qp_destroy)(struct zd_ep *ep);
 
 	DAT_RETURN (*srq_create)(struct zd_srq *srq);
+	DAT_RETURN (*srq_resize)(struct zd_srq *srq, uint32_t depth);
 	void (*srq_destroy)(struct zd_srq *srq);
 
-	/* ---- data path ---- */
-	DAT_RETURN (*post_send)(struct zd_ep *ep, const struct zd_sge *sge, int nsge,
+	/* ---- data path: core checked the handle, the EP state and the
+	 * segment count; the device checks keys, bounds, PZ and access (as
+	 * hardware does) and reports violations as completions in error. ---- */
+	DAT_RETURN (*post_send)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*post_recv)(struct zd_ep *ep, const struct zd_sge *sge, int nsge,
+	DAT_RETURN (*post_recv)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*post_rdma)(struct zd_ep *ep, int is_read, const struct zd_sge *sge,
-				int nsge, const DAT_RMR_TRIPLET *remote,
-				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*srq_post_recv)(struct zd_srq *srq, const struct zd_sge *sge, int nsge,
+	DAT_RETURN (*post_rdma_write)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				      DAT_COMPLETION_FLAGS flags);
+	DAT_RETURN (*post_rdma_read)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				     DAT_COMPLETION_FLAGS flags);
+	DAT_RETURN (*srq_post_recv)(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				    DAT_DTO_COOKIE cookie);
 };
 

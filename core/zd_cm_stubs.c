@@ -1,0 +1,43 @@
+/* Connection management calls until the connection manager lands; this
+ * file goes away with it. */
+#include "core/zd_unimplemented.h"
+
+/* Connection management */
+DAT_RETURN zd_cr_query(DAT_CR_HANDLE cr, DAT_CR_PARAM_MASK m, DAT_CR_PARAM *p)
+{ ZD_NOT_IMPLEMENTED(cr, ZD_OBJ_CR); }
+DAT_RETURN zd_cr_accept(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_COUNT n, const DAT_PVOID d)
+{ ZD_NOT_IMPLEMENTED(cr, ZD_OBJ_CR); }
+DAT_RETURN zd_cr_reject(DAT_CR_HANDLE cr, DAT_COUNT n, const DAT_PVOID d)
+{ ZD_NOT_IMPLEMENTED(cr, ZD_OBJ_CR); }
+DAT_RETURN zd_cr_handoff(DAT_CR_HANDLE cr, DAT_CONN_QUAL q)
+{ ZD_NOT_IMPLEMENTED(cr, ZD_OBJ_CR); }
+DAT_RETURN zd_ep_modify(DAT_EP_HANDLE ep, DAT_EP_PARAM_MASK m, const DAT_EP_PARAM *p)
+{ ZD_NOT_IMPLEMENTED(ep, ZD_OBJ_EP); }
+DAT_RETURN zd_ep_connect(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR a, DAT_CONN_QUAL q, DAT_TIMEOUT t,
+			 DAT_COUNT n, const DAT_PVOID d, DAT_QOS qos, DAT_CONNECT_FLAGS f)
+{ ZD_NOT_IMPLEMENTED(ep, ZD_OBJ_EP); }
+DAT_RETURN zd_ep_common_connect(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR a, DAT_TIMEOUT t,
+				DAT_COUNT n, const DAT_PVOID d)
+{ ZD_NOT_IMPLEMENTED(ep, ZD_OBJ_EP); }
+DAT_RETURN zd_ep_dup_connect(DAT_EP_HANDLE ep, DAT_EP_HANDLE dup, DAT_TIMEOUT t, DAT_COUNT n,
+			     const DAT_PVOID d, DAT_QOS qos)
+{ ZD_NOT_IMPLEMENTED(ep, ZD_OBJ_EP); }
+DAT_RETURN zd_ep_disconnect(DAT_EP_HANDLE ep, DAT_CLOSE_FLAGS f)
+{ ZD_NOT_IMPLEMENTED(ep, ZD_OBJ_EP); }
+DAT_RETURN zd_psp_create(DAT_IA_HANDLE ia, DAT_CONN_QUAL q, DAT_EVD_HANDLE e, DAT_PSP_FLAGS f,
+			 DAT_PSP_HANDLE *psp)
+{ ZD_NOT_IMPLEMENTED(ia, ZD_OBJ_IA); }
+DAT_RETURN zd_psp_create_any(DAT_IA_HANDLE ia, DAT_CONN_QUAL *q, DAT_EVD_HANDLE e,
+			     DAT_PSP_FLAGS f, DAT_PSP_HANDLE *psp)
+{ ZD_NOT_IMPLEMENTED(ia, ZD_OBJ_IA); }
+DAT_RETURN zd_psp_query(DAT_PSP_HANDLE psp, DAT_PSP_PARAM_MASK m, DAT_PSP_PARAM *p)
+{ ZD_NOT_IMPLEMENTED(psp, ZD_OBJ_PSP); }
+DAT_RETURN zd_psp_free(DAT_PSP_HANDLE psp)
+{ ZD_NOT_IMPLEMENTED(psp, ZD_OBJ_PSP); }
+DAT_RETURN zd_rsp_create(DAT_IA_HANDLE ia, DAT_CONN_QUAL q, DAT_EP_HANDLE ep, DAT_EVD_HANDLE e,
+			 DAT_RSP_HANDLE *rsp)
+{ ZD_NOT_IMPLEMENTED(ia, ZD_OBJ_IA); }
+DAT_RETURN zd_rsp_query(DAT_RSP_HANDLE rsp, DAT_RSP_PARAM_MASK m, DAT_RSP_PARAM *p)
+{ ZD_NOT_IMPLEMENTED(rsp, ZD_OBJ_RSP); }
+DAT_RETURN zd_rsp_free(DAT_RSP_HANDLE rsp)
+{ ZD_NOT_IMPLEMENTED(rsp, ZD_OBJ_RSP); }
