@@ -65,10 +65,10 @@ static DAT_RETURN ep_evd(struct zd_ia *ia, DAT_EVD_HANDLE h, DAT_EVD_FLAGS need,
 	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
-			DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE request_evd,
-			DAT_EVD_HANDLE connect_evd, const DAT_EP_ATTR *attr,
-			DAT_EP_HANDLE *ep_handle)
+DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
+				 DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE request_evd,
+				 DAT_EVD_HANDLE connect_evd, struct zd_srq *srq,
+				 const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep_handle)
 {
 	struct zd_ia *ia;
 	struct zd_pz *pz = NULL;
@@ -91,7 +91,7 @@ DAT_RETURN zd_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
 	if (attr && (ret = ep_check_attr(ia, attr)) != DAT_SUCCESS)
 		return ret;
 	if (!ep_handle)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+		return DAT_ERROR(DAT_INVALID_PARAMETER, srq ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7);
 
 	ep = zd_obj_alloc(ZD_OBJ_EP, sizeof(*ep), ia);
 	if (!ep)
@@ -104,6 +104,7 @@ DAT_RETURN zd_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
 	ep->recv_evd = rcv;
 	ep->request_evd = req;
 	ep->connect_evd = conn;
+	ep->srq = srq;
 	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
 	if (ia->dev->qp_create && pz) {
 		ret = ia->dev->qp_create(ep);
@@ -120,22 +121,20 @@ DAT_RETURN zd_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
 		zd_obj_ref(req);
 	if (conn)
 		zd_obj_ref(conn);
+	if (srq)
+		zd_obj_ref(srq);
 	zd_ia_add_child(ia, &ep->obj);
 	*ep_handle = ep;
 	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_ep_create_with_srq(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz,
-				 DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE request_evd,
-				 DAT_EVD_HANDLE connect_evd, DAT_SRQ_HANDLE srq_handle,
-				 const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep_handle)
+DAT_RETURN zd_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
+			DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE request_evd,
+			DAT_EVD_HANDLE connect_evd, const DAT_EP_ATTR *attr,
+			DAT_EP_HANDLE *ep_handle)
 {
-	struct zd_ia *ia;
-	void *srq;
-
-	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
-	ZD_GET_OR_RETURN(srq, srq_handle, ZD_OBJ_SRQ);
-	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+	return zd_ep_create_internal(ia_handle, pz_handle, recv_evd, request_evd,
+				     connect_evd, NULL, attr, ep_handle);
 }
 
 DAT_RETURN zd_ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *p)
@@ -192,6 +191,8 @@ void zd_ep_destroy(struct zd_obj *o)
 		zd_obj_unref(ep->request_evd);
 	if (ep->connect_evd)
 		zd_obj_unref(ep->connect_evd);
+	if (ep->srq)
+		zd_obj_unref(ep->srq);
 	zd_ia_del_child(ia, o);
 	zd_obj_release(o);
 }

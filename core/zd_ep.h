@@ -29,4 +29,10 @@ ZD_OBJ_FITS(EP, struct zd_ep);
 
 void zd_ep_destroy(struct zd_obj *o);
 
+/* dat_ep_create and dat_ep_create_with_srq (@srq may be NULL). */
+DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
+				 DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
+				 struct zd_srq *srq, const DAT_EP_ATTR *attr,
+				 DAT_EP_HANDLE *ep_handle);
+
 #endif

@@ -18,6 +18,7 @@ struct zd_provider {
 };
 
 struct zd_evd;
+struct zd_cm_ia;
 struct zd_keytab;
 struct zd_keygen;
 
@@ -30,6 +31,7 @@ struct zd_ia {
 	struct sockaddr_in addr;            /* DAT IA address (AF_INET) */
 	struct zd_device_limits limits;
 	struct zd_evd *async_evd;
+	struct zd_cm_ia *cm;                /* connection manager state (zd_cm) */
 	int async_evd_ours;                 /* created by ia_open: freed by close */
 	struct zd_keytab *keys;             /* LMR/RMR keys, see zd_keys.h */
 	struct zd_keygen *keygen;           /* fresh keys for them */
