@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * zd_ring: bounded lock-free MPSC ring of DAT_EVENT, the queue behind an EVD.
+ *
+ * Many producers (CQ pollers, the CM thread, the consumer itself under manual
+ * progress) enqueue; one consumer dequeues. Enqueue never blocks and never
+ * drops: it returns false when the ring is full and the caller decides.
+ *
+ * Layout
+ *   Every slot is one 128-byte, 128-aligned unit: the 120-byte DAT_EVENT and,
+ *   in its last 8 bytes, the slot's sequence word. A slot is exactly one
+ *   adjacent-line-prefetch pair (two 64-byte lines) and no two slots share a
+ *   line. The sequence word sits at the end so that the producer's last
+ *   stores (event bytes 64..119, then seq) hit one line, the line the
+ *   consumer polls, back to back; the first line is written once and not
+ *   polled. The producer block (tail and the producers' cached copy of head),
+ *   the consumer block (head) and the read-only geometry each have their own
+ *   128-byte block.
+ *
+ * Protocol
+ *   Positions are free-running 64-bit counters (they never wrap); the slot of
+ *   position pos is pos & mask.
+ *   - Claim: a producer may take position pos only if pos - head < capacity
+ *     (the consumer is done with pos - capacity, the slot's previous tenant).
+ *     It checks against head_cache, a possibly stale copy of head kept on the
+ *     producers' line (stale only means too small, i.e. conservative), reads
+ *     the consumer's head only when that copy says full, then claims pos with
+ *     a CAS on tail.
+ *   - Publish: write the event, then store seq = pos + 1 (release).
+ *   - Consume: the consumer takes position head only if its slot's seq equals
+ *     head + 1 (acquire), copies the event out, then advances head (release),
+ *     which is what frees the slot. The consumer never writes a slot, so slot
+ *     lines only ever move from producers to the consumer.
+ *   A producer that has claimed a position and is preempted before publishing
+ *   leaves seq at an older lap's value, so the ring looks empty at that
+ *   position: nothing half-written is ever read and the events claimed after
+ *   it wait behind it. Events appear in claim order, hence each producer's in
+ *   its own program order. Other producers are never held up by it (they
+ *   only see the ring fill up).
+ *
+ * Threads
+ *   zd_ring_enqueue, zd_ring_enqueue_bulk
+ *                         any thread, concurrently, including the consumer
+ *                         (manual progress enqueues into its own EVD; enqueue
+ *                         never waits, so that cannot deadlock).
+ *   zd_ring_dequeue, zd_ring_dequeue_burst, zd_ring_peek, zd_ring_drop,
+ *   zd_ring_ready         the consumer only: one thread at a time; if the
+ *                         consumer role moves between threads, the caller
+ *                         orders the hand-over (lock, join, ...).
+ *   zd_ring_count, zd_ring_capacity   any thread.
+ *
+ * Nothing here locks, sleeps, makes system calls or allocates; waking a
+ * sleeping consumer is zd_waiter's job (see zd_waiter.h for the fence a
+ * producer needs between zd_ring_enqueue and zd_waiter_notify).
+ */
+#ifndef ZD_RING_H
+#define ZD_RING_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <dat2/udat.h>
+
+#include "zd_ring_arch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Capacity bounds of zd_ring_create/zd_ring_init (the top is 8 GiB of
+ * slots). */
+#define ZD_RING_MIN_CAPACITY 1u
+#define ZD_RING_MAX_CAPACITY (1u << 26)
+
+struct zd_ring_slot {
+	DAT_EVENT ev;
+	/* Position + 1 of the event last published here; 0 before the first. */
+	_Atomic uint64_t seq;
+} __attribute__((aligned(ZD_CACHE_GUARD)));
+
+_Static_assert(sizeof(DAT_EVENT) + sizeof(uint64_t) <= ZD_CACHE_GUARD,
+	       "DAT_EVENT grew: one slot no longer fits one line pair");
+_Static_assert(sizeof(struct zd_ring_slot) == ZD_CACHE_GUARD,
+	       "a slot must be exactly one line pair");
+_Static_assert(offsetof(struct zd_ring_slot, seq) >= ZD_CACHE_LINE,
+	       "seq must share the event's last line, not its first");
+
+struct zd_ring {
+	/* Read-only after init, shared clean by every thread. */
+	alignas(ZD_CACHE_GUARD) uint64_t mask;   /* capacity - 1 */
+	uint32_t capacity;
+	uint32_t flags;                          /* ZD_RING_F_* (private) */
+
+	/* Producers only. */
+	alignas(ZD_CACHE_GUARD) _Atomic uint64_t tail;  /* next position to claim */
+	_Atomic uint64_t head_cache;             /* some past value of head */
+
+	/* Consumer only (producers read it when head_cache says full). */
+	alignas(ZD_CACHE_GUARD) _Atomic uint64_t head;  /* next position to take */
+
+	alignas(ZD_CACHE_GUARD) struct zd_ring_slot slots[];
+};
+
+/* ---- control path (zd_ring.c) ------------------------------------------ */
+
+/* Bytes needed for a ring of exactly 'capacity' slots (a power of two,
+ * ZD_RING_MIN_CAPACITY..ZD_RING_MAX_CAPACITY); 0 if capacity is invalid. */
+size_t zd_ring_memsize(uint32_t capacity);
+
+/* Initialise caller-provided memory: zd_ring_memsize(capacity) bytes aligned
+ * to ZD_CACHE_GUARD. Returns 0 or -EINVAL (capacity not a power of two, out
+ * of range, or memory misaligned). */
+int zd_ring_init(struct zd_ring *r, uint32_t capacity);
+
+/* Allocate a ring of at least min_capacity slots (rounded up to a power of
+ * two, and to ZD_RING_MIN_CAPACITY). NULL with errno EINVAL (0 or above the
+ * maximum) or ENOMEM. Release with zd_ring_destroy(). */
+struct zd_ring *zd_ring_create(uint32_t min_capacity);
+/* Frees a ring from zd_ring_create (no-op for zd_ring_init memory, or NULL). */
+void zd_ring_destroy(struct zd_ring *r);
+
+/* Resize helper: drain every event of src into dst, in order. The caller
+ * guarantees that no thread enqueues to or dequeues from either ring for the
+ * duration (producers quiesced, consumer is the caller). Events already in dst
+ * stay ahead of the moved ones. Returns the number of events moved, or
+ *   -ENOSPC  dst cannot take them all (nothing moved),
+ *   -EBUSY   src holds a claimed but unpublished slot, i.e. a producer is not
+ *            quiesced (nothing moved). */
+int zd_ring_move(struct zd_ring *dst, struct zd_ring *src);
+
+/* ---- hot path ------------------------------------------------------------ */
+
+static inline uint32_t zd_ring_capacity(const struct zd_ring *r)
+{
+	return r->capacity;
+}
+
+/*
+ * Producer: claim n consecutive positions; returns the first. False if fewer
+ * than n slots are free. Internal to the enqueue functions.
+ */
+static inline bool zd_ring__claim(struct zd_ring *r, unsigned n, uint64_t *first)
+{
+	/* head_cache before tail: head_cache <= head <= tail at every instant,
+	 * so pos - head never underflows on the first round.
+	 * acquire: pairs with the release store of head_cache below, which
+	 * forwards the consumer's release of head (the slots below it are
+	 * done with) to producers that did not read head themselves. */
+	uint64_t head = atomic_load_explicit(&r->head_cache, memory_order_acquire);
+	/* relaxed: a starting guess, validated by the CAS. */
+	uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+	for (;;) {
+		/* Signed: a stale pos (another producer moved tail) can lag a
+		 * freshly read head; then this is negative and the CAS fails. */
+		if (zd_unlikely((int64_t)(pos + n - head) > (int64_t)r->capacity)) {
+			/* acquire: pairs with the consumer's release store of
+			 * head: its copy-out of every slot below head happens
+			 * before our overwrite. */
+			head = atomic_load_explicit(&r->head, memory_order_acquire);
+			if ((int64_t)(pos + n - head) > (int64_t)r->capacity)
+				return false;   /* full (for n) */
+			/* release: pairs with the acquire load above. A racing
+			 * producer may store an older head; that is only
+			 * conservative. */
+			atomic_store_explicit(&r->head_cache, head, memory_order_release);
+		}
+		/* relaxed: the CAS only arbitrates among producers; the payload
+		 * is ordered by the head acquire above and the seq release in
+		 * the caller. On failure pos is reloaded from tail. */
+		if (atomic_compare_exchange_weak_explicit(&r->tail, &pos, pos + n,
+				memory_order_relaxed, memory_order_relaxed)) {
+			*first = pos;
+			return true;
+		}
+	}
+}
+
+/*
+ * Enqueue one event (multi-producer safe, including the consumer's thread).
+ * Returns false, leaving the ring untouched, if it is full: capacity
+ * positions are claimed and not yet consumed (published or not).
+ */
+static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
+{
+	uint64_t pos;
+
+	if (zd_unlikely(!zd_ring__claim(r, 1, &pos)))
+		return false;
+
+	struct zd_ring_slot *s = &r->slots[pos & r->mask];
+	memcpy(&s->ev, ev, sizeof(*ev));
+	/* release: pairs with the consumer's acquire load of seq in
+	 * zd_ring_dequeue/_burst/zd_ring_peek: the payload is visible before the
+	 * slot reads as published. */
+	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+	return true;
+}
+
+/*
+ * Enqueue n events as one contiguous run, all or nothing (multi-producer
+ * safe). One CAS for the whole run; the consumer sees them in order with no
+ * other producer's event in between. False if fewer than n slots are free
+ * (always for n > capacity); n == 0 succeeds.
+ */
+static inline bool zd_ring_enqueue_bulk(struct zd_ring *r, const DAT_EVENT *ev,
+					unsigned n)
+{
+	uint64_t pos;
+
+	if (n == 0)
+		return true;
+	if (zd_unlikely(n > r->capacity || !zd_ring__claim(r, n, &pos)))
+		return false;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct zd_ring_slot *s = &r->slots[(pos + i) & r->mask];
+
+		memcpy(&s->ev, &ev[i], sizeof(ev[i]));
+		/* release: pairs with the consumer's acquire of this seq. */
+		atomic_store_explicit(&s->seq, pos + i + 1, memory_order_release);
+	}
+	return true;
+}
+
+/*
+ * Dequeue one event (single consumer). Returns false if the next event is not
+ * published yet (ring empty, or its producer is between claim and publish).
+ */
+static inline bool zd_ring_dequeue(struct zd_ring *r, DAT_EVENT *out)
+{
+	/* relaxed: the consumer is head's only writer. */
+	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+	struct zd_ring_slot *s = &r->slots[pos & r->mask];
+
+	/* acquire: pairs with the producer's release store of seq in
+	 * zd_ring_enqueue/_bulk: the payload we copy is the published one. */
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1) {
+		/* A spinning consumer keeps pulling the event's first line
+		 * (which the producer writes before seq's line) so it arrives
+		 * in parallel with seq's line instead of after it. */
+		__builtin_prefetch(&s->ev, 0, 3);
+		return false;
+	}
+	memcpy(out, &s->ev, sizeof(*out));
+	/* release: pairs with the producers' acquire load of head in
+	 * zd_ring__claim: our copy-out is done before the slot is reused. */
+	atomic_store_explicit(&r->head, pos + 1, memory_order_release);
+	return true;
+}
+
+/* Dequeue up to n events into out[] (single consumer); returns how many. */
+static inline unsigned zd_ring_dequeue_burst(struct zd_ring *r, DAT_EVENT *out,
+					     unsigned n)
+{
+	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		struct zd_ring_slot *s = &r->slots[(pos + i) & r->mask];
+
+		/* acquire: pairs with the producer's release of seq. */
+		if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + i + 1)
+			break;
+		memcpy(&out[i], &s->ev, sizeof(out[i]));
+	}
+	if (i)  /* release: pairs with the acquire of head in zd_ring__claim. */
+		atomic_store_explicit(&r->head, pos + i, memory_order_release);
+	return i;
+}
+
+/*
+ * Zero-copy dequeue (single consumer): pointer to the next published event,
+ * or NULL. The event stays valid and unchanged until zd_ring_drop() (no
+ * producer can reuse the slot before head moves). Peek again returns the same
+ * event.
+ */
+static inline const DAT_EVENT *zd_ring_peek(struct zd_ring *r)
+{
+	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+	struct zd_ring_slot *s = &r->slots[pos & r->mask];
+
+	/* acquire: pairs with the producer's release store of seq. */
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
+		return NULL;
+	return &s->ev;
+}
+
+/* Discard the event last returned by zd_ring_peek() (which must have
+ * returned non-NULL since the last dequeue/drop). */
+static inline void zd_ring_drop(struct zd_ring *r)
+{
+	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	/* release: pairs with the acquire of head in zd_ring__claim: the
+	 * caller's reads through the peeked pointer are done. */
+	atomic_store_explicit(&r->head, pos + 1, memory_order_release);
+}
+
+/*
+ * Consumer only: how many events, up to 'limit', can be dequeued right now
+ * without waiting (published, contiguous from head). Exact for the consumer
+ * at the instant each slot is read, and a lower bound afterwards (producers
+ * only add). Cost is one load per counted slot: use a small limit (the EVD
+ * wait threshold), not as a general length.
+ */
+static inline unsigned zd_ring_ready(const struct zd_ring *r, unsigned limit)
+{
+	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+	unsigned n = 0;
+
+	if (limit > r->capacity)
+		limit = r->capacity;
+	/* relaxed: a count only; zd_ring_dequeue's acquire orders the payload. */
+	while (n < limit &&
+	       atomic_load_explicit(&r->slots[(pos + n) & r->mask].seq,
+				    memory_order_relaxed) == pos + n + 1)
+		n++;
+	return n;
+}
+
+/*
+ * Any thread: approximate number of events in the ring, for DAT's 'nmore'.
+ * It is tail - head read at two slightly different instants, clamped to
+ * [0, capacity]: it counts claimed positions, so it includes events whose
+ * producer has claimed but not yet published them, and it may be stale by the
+ * time it returns. Never negative, never above capacity. Called by the
+ * consumer right after a dequeue it is "events still behind this one".
+ * It reads the producers' line: a cache miss while producers are active, so
+ * call it where DAT asks for a count, not on every dequeue.
+ */
+static inline uint32_t zd_ring_count(const struct zd_ring *r)
+{
+	/* head first: tail never decreases and head never overtakes tail, so a
+	 * tail read after head is >= that head. relaxed: statistics only. */
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t n = t - h;
+
+	return n > r->capacity ? r->capacity : (uint32_t)n;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZD_RING_H */
