@@ -162,13 +162,15 @@ static bool evd_take(struct zd_evd *evd, DAT_EVENT *out)
 	return false;
 }
 
-uint32_t zd_evd_ready(struct zd_evd *evd)
+/* Events ready to dequeue: a claimed slot its producer has not published
+ * yet does not count (zd_ring_count would), so the consumer never expects
+ * an event it cannot take.  Consumer only; counts at most @limit per ring. */
+static uint32_t evd_ready_upto(struct zd_evd *evd, unsigned limit)
 {
-	uint32_t n = zd_ring_count(rcu_dereference(evd->ring));
-	struct zd_ring *old = evd->draining;
+	uint32_t n = zd_ring_ready(evd->ring, limit);
 
-	if (old)
-		n += zd_ring_count(old);
+	if (evd->draining)
+		n += zd_ring_ready(evd->draining, limit);
 	if (atomic_load_explicit(&evd->spilling, memory_order_acquire)) {
 		pthread_mutex_lock(&evd->spill_lock);
 		for (struct zd_spill *s = evd->spill_head; s; s = s->next)
@@ -176,6 +178,21 @@ uint32_t zd_evd_ready(struct zd_evd *evd)
 		pthread_mutex_unlock(&evd->spill_lock);
 	}
 	return n;
+}
+
+uint32_t zd_evd_ready(struct zd_evd *evd)
+{
+	return evd_ready_upto(evd, 1);
+}
+
+/* Approximate count for DAT's nmore (claimed-but-unpublished included). */
+static uint32_t evd_count(struct zd_evd *evd)
+{
+	uint32_t n = zd_ring_count(evd->ring);
+
+	if (evd->draining)
+		n += zd_ring_count(evd->draining);
+	return n + (atomic_load_explicit(&evd->spilling, memory_order_acquire) ? 1 : 0);
 }
 
 DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
@@ -231,9 +248,9 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		uint32_t ticket;
 
 		zd_evd_progress(evd);
-		if (zd_evd_ready(evd) >= (uint32_t)threshold) {
-			ret = evd_take(evd, event) ? DAT_SUCCESS
-						   : DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+		if (evd_ready_upto(evd, (unsigned)threshold) >= (uint32_t)threshold &&
+		    evd_take(evd, event)) {
+			ret = DAT_SUCCESS;
 			break;
 		}
 		/* Announce the sleep, then look again: an event published after
@@ -242,7 +259,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		if (evd->cq_poll && evd->obj.ia->dev->cq_arm)
 			evd->obj.ia->dev->cq_arm(evd);
 		zd_evd_progress(evd);
-		if (zd_evd_ready(evd) >= (uint32_t)threshold) {
+		if (evd_ready_upto(evd, (unsigned)threshold) >= (uint32_t)threshold) {
 			zd_waiter_cancel(&evd->waiter);
 			continue;
 		}
@@ -266,7 +283,8 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		}
 		zd_waiter_wait(&evd->waiter, ticket, left);
 	}
-	*nmore = (DAT_COUNT)zd_evd_ready(evd);
+	*nmore = (DAT_COUNT)(ret == DAT_SUCCESS ? evd_count(evd)
+						 : evd_ready_upto(evd, (unsigned)evd->qlen));
 	atomic_store(&evd->waiting, 0);
 	return ret;
 }
@@ -479,7 +497,7 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (atomic_load(&evd->waiting))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-	if (zd_evd_ready(evd) > (uint32_t)qlen)
+	if (evd_count(evd) > (uint32_t)qlen)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
 	/* Finish any earlier drain first so at most one old ring exists. */
 	if (evd->draining) {

@@ -62,7 +62,7 @@ void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
 /* Forced free for an abrupt dat_ia_close. */
 void zd_evd_destroy(struct zd_obj *o);
 
-/* Events ready to dequeue, without progress (any thread). */
+/* Nonzero when the consumer can dequeue an event now (no progress made). */
 uint32_t zd_evd_ready(struct zd_evd *evd);
 
 /* Polls the EVD's CQ (manual progress); consumer thread only. */
