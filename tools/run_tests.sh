@@ -44,7 +44,7 @@ configure build-asan $werror -Db_sanitize=address,undefined -Db_lundef=false || 
 meson compile -C build-asan || exit 1
 step "unit and core suites under ASan+UBSan"
 # The interop suite runs uninstrumented Debian binaries; it ran above.
-ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C build-asan --print-errorlogs --no-suite interop --no-suite bench
 rc2=$?
 count build-asan/meson-logs/testlog.json
