@@ -67,10 +67,11 @@ int zd_obj_type_of(const void *h)
 	return (int)t;
 }
 
-/* A freed slot keeps its header; the free list link lives in the body. */
+/* A freed slot links through its header (ia_next is unused once the
+ * object has left its IA), so nothing in the body matters after release. */
 static void **free_link(void *slot)
 {
-	return (void **)((char *)slot + sizeof(struct zd_obj));
+	return (void **)&((struct zd_obj *)slot)->ia_next;
 }
 
 void *zd_obj_alloc(enum zd_obj_type type, size_t size, struct zd_ia *ia)
@@ -113,12 +114,18 @@ void *zd_obj_alloc(enum zd_obj_type type, size_t size, struct zd_ia *ia)
 	return o;
 }
 
+void zd_obj_kill(void *obj)
+{
+	atomic_store_explicit(&((struct zd_obj *)obj)->magic, ZD_OBJ_MAGIC_DEAD,
+			      memory_order_release);
+}
+
 void zd_obj_release(void *obj)
 {
 	struct zd_obj *o = obj;
 	struct zd_obj_free *fl = &free_slots[o->type];
 
-	atomic_store_explicit(&o->magic, ZD_OBJ_MAGIC_DEAD, memory_order_release);
+	zd_obj_kill(o);
 	pthread_mutex_lock(&zones_lock);
 	*free_link(o) = NULL;
 	if (fl->tail)

@@ -123,7 +123,11 @@ DAT_RETURN zd_obj_invalid_handle(enum zd_obj_type type);
 
 /* Zero-filled slot of @size bytes (<= zone slot size); header filled. */
 void *zd_obj_alloc(enum zd_obj_type type, size_t size, struct zd_ia *ia);
-/* Marks the slot dead (stale handles now fail) and queues it for reuse. */
+/* Marks the object dead: its handle fails every check from now on, while
+ * the caller may still tear down what the body points to. */
+void zd_obj_kill(void *obj);
+/* Kills the object if need be and queues its slot for reuse: the last
+ * touch of the object. */
 void zd_obj_release(void *obj);
 
 static inline void zd_obj_ref(void *obj)

@@ -111,10 +111,11 @@ void zd_cno_destroy(struct zd_obj *o)
 	struct zd_cno *cno = (struct zd_cno *)o;
 
 	zd_ia_del_child(o->ia, o);
-	zd_obj_release(o);
+	zd_obj_kill(o);                     /* a waiter wakes to a dead CNO */
 	zd_waiter_notify_all(&cno->waiter);
 	pthread_mutex_destroy(&cno->lock);
 	zd_waiter_fini(&cno->waiter);
+	zd_obj_release(o);
 }
 
 DAT_RETURN zd_cno_free(DAT_CNO_HANDLE cno_handle)

@@ -366,7 +366,7 @@ void zd_evd_destroy(struct zd_obj *o)
 		ia->async_evd = NULL;
 	/* Stale handles now fail; wait out foreign producers still inside
 	 * zd_evd_post before the ring goes. */
-	zd_obj_release(o);
+	zd_obj_kill(o);
 	synchronize_rcu();
 	zd_ring_destroy(evd->ring);
 	if (evd->draining)
@@ -377,6 +377,7 @@ void zd_evd_destroy(struct zd_obj *o)
 	}
 	pthread_mutex_destroy(&evd->spill_lock);
 	zd_waiter_fini(&evd->waiter);
+	zd_obj_release(o);
 }
 
 DAT_RETURN zd_evd_free(DAT_EVD_HANDLE evd_handle)
