@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "zd_test_dat.h"
+#include <dat2/dat_registry.h>
 
 TestSuite(handles, .init = zd_test_use_conf);
 
@@ -121,9 +122,13 @@ Test(handles, not_implemented_calls_still_check_handles)
 	open_fixture(&f);
 	cr_assert_eq(dat_ep_create(f.ia, f.pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
 				   NULL, &ep), DAT_SUCCESS);
-	r = dat_ep_post_send(ep, 0, NULL, (DAT_DTO_COOKIE){ .as_64 = 0 }, DAT_COMPLETION_DEFAULT_FLAG);
+	/* libdat2 exports no dat_ep_post_send_with_invalidate: use the table. */
+	const DAT_PROVIDER *prov = DAT_HANDLE_TO_PROVIDER(ep);
+	r = prov->ep_post_send_with_invalidate_func(ep, 0, NULL, (DAT_DTO_COOKIE){ .as_64 = 0 },
+						    DAT_COMPLETION_DEFAULT_FLAG, DAT_FALSE, 0);
 	cr_assert_eq(DAT_GET_TYPE(r), DAT_NOT_IMPLEMENTED, "0x%x", r);
-	r = dat_ep_post_send(f.pz, 0, NULL, (DAT_DTO_COOKIE){ .as_64 = 0 }, DAT_COMPLETION_DEFAULT_FLAG);
+	r = prov->ep_post_send_with_invalidate_func(f.pz, 0, NULL, (DAT_DTO_COOKIE){ .as_64 = 0 },
+						    DAT_COMPLETION_DEFAULT_FLAG, DAT_FALSE, 0);
 	cr_assert_eq(DAT_GET_TYPE(r), DAT_INVALID_HANDLE);
 	cr_assert_eq(dat_ep_free(ep), DAT_SUCCESS);
 	cr_assert_eq(dat_ia_close(f.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
