@@ -63,6 +63,9 @@ struct zd_device_limits {
 struct zd_device_ops {
 	const char *name;              /* first word of ia_params */
 	const char *adapter_name;      /* for dat_ia_query */
+	/* The connection manager listens on every local address (a device
+	 * that reaches only this host) instead of the IA address alone. */
+	int cm_bind_any;
 
 	/* ---- control path ---- */
 	/* Validates the device arguments of @params (strictly: a clear one-line

@@ -1,10 +1,11 @@
-/* Endpoint creation, query and free.  Connection management and the data
- * path arrive with the transports (see README's support matrix). */
+/* Endpoint creation, query, reset and free.  Connecting is in zd_ep_cm.c,
+ * dat_ep_modify in zd_ep_modify.c. */
 #include <string.h>
 
 #include "core/zd_api.h"
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
+#include "core/zd_cm.h"
 #include "evd/zd_evd.h"
 
 static void ep_default_attr(const struct zd_ia *ia, DAT_EP_ATTR *a)
@@ -28,8 +29,7 @@ static void ep_default_attr(const struct zd_ia *ia, DAT_EP_ATTR *a)
 	a->max_rdma_write_iov = l->max_iov_segments;
 }
 
-/* Checks consumer attributes against what the device holds. */
-static DAT_RETURN ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a)
+DAT_RETURN zd_ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a)
 {
 	const struct zd_device_limits *l = &ia->limits;
 
@@ -88,7 +88,7 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 	    (ret = ep_evd(ia, connect_evd, DAT_EVD_CONNECTION_FLAG,
 			  DAT_INVALID_HANDLE_EVD_CONN, &conn)))
 		return ret;
-	if (attr && (ret = ep_check_attr(ia, attr)) != DAT_SUCCESS)
+	if (attr && (ret = zd_ep_check_attr(ia, attr)) != DAT_SUCCESS)
 		return ret;
 	if (!ep_handle)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, srq ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7);
@@ -181,6 +181,7 @@ void zd_ep_destroy(struct zd_obj *o)
 	struct zd_ep *ep = (struct zd_ep *)o;
 	struct zd_ia *ia = o->ia;
 
+	zd_cm_ep_release(ep);  /* no CM event can reach it after this */
 	if (ep->dev_priv && ia->dev->qp_destroy)
 		ia->dev->qp_destroy(ep);
 	if (ep->pz)
@@ -203,20 +204,35 @@ DAT_RETURN zd_ep_free(DAT_EP_HANDLE ep_handle)
 
 	ZD_GET_OR_RETURN(ep, ep_handle, ZD_OBJ_EP);
 	if (zd_obj_in_use(ep))  /* an RSP or a pending CR holds it */
-		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
+		return zd_ep_invalid_state(atomic_load(&ep->state));
 	zd_ep_destroy(&ep->obj);
 	return DAT_SUCCESS;
 }
 
 DAT_RETURN zd_ep_reset(DAT_EP_HANDLE ep_handle)
 {
+	const struct zd_device_ops *dev;
+	DAT_RETURN ret = DAT_SUCCESS;
 	struct zd_ep *ep;
 	DAT_EP_STATE s;
 
 	ZD_GET_OR_RETURN(ep, ep_handle, ZD_OBJ_EP);
+	dev = ep->obj.ia->dev;
+	zd_cm_lock();
 	s = atomic_load(&ep->state);
-	if (s != DAT_EP_STATE_DISCONNECTED && s != DAT_EP_STATE_UNCONNECTED)
-		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
-	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
-	return DAT_SUCCESS;
+	if (s == DAT_EP_STATE_DISCONNECTED) {
+		/* Back to quiescent: a fresh QP, no peer. */
+		if (dev->qp_reset && ep->dev_priv)
+			ret = dev->qp_reset(ep);
+		if (ret == DAT_SUCCESS) {
+			atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+			memset(&ep->remote_addr, 0, sizeof(ep->remote_addr));
+			ep->remote_qual = 0;
+			ep->local_qual = 0;
+		}
+	} else if (s != DAT_EP_STATE_UNCONNECTED) {
+		ret = zd_ep_invalid_state(s);
+	}
+	zd_cm_unlock();
+	return ret;
 }

@@ -7,6 +7,7 @@
 
 #include "core/zd_obj.h"
 #include "core/zd_mem_objs.h"
+#include "core/zd_cm_wire.h"
 
 struct zd_evd;
 struct zd_srq;
@@ -24,6 +25,13 @@ struct zd_ep {
 	DAT_CONN_QUAL local_qual;
 	DAT_CONN_QUAL remote_qual;
 	void *dev_priv;                 /* the device's QP */
+
+	/* connection management, under zd_cm.lock (zd_cm.h) */
+	struct zd_cm_conn *cm_conn;     /* the CM connection, while there is one */
+	DAT_COUNT cm_pdata_len;
+	/* private data of the last connection event that carried some: the
+	 * event points here, valid until the next such event on this EP */
+	uint8_t cm_pdata[ZD_CM_PDATA_MAX];
 };
 ZD_OBJ_FITS(EP, struct zd_ep);
 
@@ -34,5 +42,8 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HAN
 				 DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
 				 struct zd_srq *srq, const DAT_EP_ATTR *attr,
 				 DAT_EP_HANDLE *ep_handle);
+
+/* Checks consumer attributes against what the device holds. */
+DAT_RETURN zd_ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a);
 
 #endif

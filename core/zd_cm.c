@@ -1,0 +1,737 @@
+/*
+ * The connection manager thread: epoll over non-blocking sockets, frame
+ * reassembly, timers, and the socket-level half of the state machine (the
+ * EP half is in zd_ep_cm.c, the passive half in zd_cr.c).  See zd_cm.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "core/zd_cm.h"
+#include "core/zd_ep.h"
+#include "core/zd_ia.h"
+
+struct zd_cm zd_cm = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.epfd = -1,
+	.wake = { .kind = ZD_CM_SOCK_WAKE, .fd = -1 },
+};
+
+/* Open listeners, so a forked child can close what it inherited. */
+static struct zd_cm_listener *listeners[ZD_CM_MAX_LISTENERS];
+static unsigned nlisteners;
+
+uint64_t zd_cm_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void conns_init(void)
+{
+	if (!zd_cm.conns.next)
+		zd_cm.conns.next = zd_cm.conns.prev = &zd_cm.conns;
+}
+
+/* A forked child shares no thread with its parent, and must not keep the
+ * parent's sockets open (the parent's peers would never see them close). */
+static void cm_atfork_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	zd_cm.lock = fresh;
+	if (zd_cm.epfd >= 0)
+		close(zd_cm.epfd);
+	if (zd_cm.wake.fd >= 0)
+		close(zd_cm.wake.fd);
+	zd_cm.epfd = zd_cm.wake.fd = -1;
+	/* Inherited sockets become zombies that are never freed: the child's
+	 * copies of the parent's objects may still name them, harmlessly. */
+	conns_init();
+	for (struct zd_cm_conn *c = zd_cm.conns.next; c != &zd_cm.conns; c = c->next) {
+		if (c->sock.fd >= 0)
+			close(c->sock.fd);
+		c->sock.fd = -1;
+		c->sock.zombie = 1;
+	}
+	for (unsigned i = 0; i < nlisteners; i++) {
+		close(listeners[i]->sock.fd);
+		listeners[i]->sock.fd = -1;
+		listeners[i]->sock.zombie = 1;
+	}
+	nlisteners = 0;
+	zd_cm.conns.next = zd_cm.conns.prev = &zd_cm.conns;
+	zd_cm.zombies = NULL;
+	zd_cm.running = 0;
+	zd_cm.live = 0;
+}
+
+__attribute__((constructor)) static void cm_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, cm_atfork_child);
+}
+
+DAT_COUNT zd_cm_pdata_max(const struct zd_ia *ia)
+{
+	return ZD_MIN(ia->limits.max_private_data, ZD_CM_PDATA_MAX);
+}
+
+void zd_cm_kick(void)
+{
+	uint64_t one = 1;
+
+	if (zd_cm.wake.fd >= 0 && write(zd_cm.wake.fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is already non-zero, the thread wakes anyway. */
+	}
+}
+
+static int cm_watch(struct zd_cm_sock *s, uint32_t events, int op)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = s };
+
+	return epoll_ctl(zd_cm.epfd, op, s->fd, &ev);
+}
+
+/* Closes the socket of @s and, unless @keep, queues @s to be freed by the
+ * thread after its current batch. */
+static void sock_close(struct zd_cm_sock *s, int keep)
+{
+	if (s->fd >= 0) {
+		epoll_ctl(zd_cm.epfd, EPOLL_CTL_DEL, s->fd, NULL);
+		close(s->fd);
+		s->fd = -1;
+	}
+	if (!keep && !s->zombie) {
+		s->zombie = 1;
+		s->zombie_next = zd_cm.zombies;
+		zd_cm.zombies = s;
+		zd_cm.live--;
+	}
+}
+
+static void cm_free_zombies(void)
+{
+	struct zd_cm_sock *s = zd_cm.zombies;
+
+	zd_cm.zombies = NULL;
+	while (s) {
+		struct zd_cm_sock *next = s->zombie_next;
+
+		free(s);
+		s = next;
+	}
+}
+
+static void *cm_thread(void *arg);
+
+int zd_cm_start(void)
+{
+	pthread_attr_t attr;
+	pthread_t tid;
+	sigset_t all, old;
+	int rc;
+
+	conns_init();
+	if (zd_cm.epfd < 0) {
+		zd_cm.epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (zd_cm.epfd < 0)
+			return -1;
+		zd_cm.wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (zd_cm.wake.fd < 0 || cm_watch(&zd_cm.wake, EPOLLIN, EPOLL_CTL_ADD) != 0) {
+			zd_log_error("connection manager: cannot set up epoll: %s", strerror(errno));
+			if (zd_cm.wake.fd >= 0)
+				close(zd_cm.wake.fd);
+			close(zd_cm.epfd);
+			zd_cm.epfd = zd_cm.wake.fd = -1;
+			return -1;
+		}
+	}
+	if (zd_cm.running)
+		return 0;
+	/* The thread takes no signals: they belong to the application. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&tid, &attr, cm_thread, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		zd_log_error("connection manager: cannot start its thread: %s", strerror(rc));
+		return -1;
+	}
+	zd_cm.running = 1;
+	zd_cm.idle_since = 0;
+	return 0;
+}
+
+/* ---- listeners ---- */
+
+DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint16_t port, struct zd_cm_listener **out)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	socklen_t salen = sizeof(sa);
+	struct zd_cm_listener *l;
+	int one = 1, fd, err;
+
+	if (nlisteners == ZD_ARRAY_SIZE(listeners))
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	if (zd_cm_start() != 0)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	/* shm reaches only this host: any local address will do.  Network
+	 * devices listen on the IA address alone. */
+	sa.sin_addr.s_addr = ia->dev->cm_bind_any ? htonl(INADDR_ANY) : ia->addr.sin_addr.s_addr;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	/* Rebinding a port whose old connections sit in TIME_WAIT is fine;
+	 * two listeners on one port still fail with EADDRINUSE. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, SOMAXCONN) != 0) {
+		err = errno;
+		close(fd);
+		if (err == EADDRINUSE)
+			return DAT_CONN_QUAL_IN_USE;
+		zd_log_error("connection manager: cannot listen on port %u: %s", port,
+			     strerror(err));
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
+	getsockname(fd, (struct sockaddr *)&sa, &salen);
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(fd);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
+	l->sock.kind = ZD_CM_SOCK_LISTENER;
+	l->sock.fd = fd;
+	l->ia = ia;
+	l->port = ntohs(sa.sin_port);
+	if (cm_watch(&l->sock, EPOLLIN, EPOLL_CTL_ADD) != 0) {
+		close(fd);
+		free(l);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
+	listeners[nlisteners++] = l;
+	zd_cm.live++;
+	*out = l;
+	return DAT_SUCCESS;
+}
+
+void zd_cm_listener_close(struct zd_cm_listener *l)
+{
+	if (l->sock.zombie)
+		return;  /* inherited across fork */
+	for (unsigned i = 0; i < nlisteners; i++) {
+		if (listeners[i] == l) {
+			listeners[i] = listeners[--nlisteners];
+			break;
+		}
+	}
+	/* Requests that arrived on it and wait for their REQ are refused when
+	 * it comes; pending CRs live on without it. */
+	for (struct zd_cm_conn *c = zd_cm.conns.next; c != &zd_cm.conns; c = c->next)
+		if (c->listener == l)
+			c->listener = NULL;
+	l->psp = NULL;
+	l->rsp = NULL;
+	sock_close(&l->sock, 0);
+}
+
+/* ---- connections ---- */
+
+static struct zd_cm_conn *conn_new(int fd, enum zd_cm_conn_state state)
+{
+	struct zd_cm_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->sock.kind = ZD_CM_SOCK_CONN;
+	c->sock.fd = fd;
+	c->state = state;
+	conns_init();
+	c->next = &zd_cm.conns;
+	c->prev = zd_cm.conns.prev;
+	zd_cm.conns.prev->next = c;
+	zd_cm.conns.prev = c;
+	zd_cm.live++;
+	return c;
+}
+
+static void conn_update_events(struct zd_cm_conn *c)
+{
+	uint32_t ev = EPOLLIN | EPOLLRDHUP;
+
+	if (c->sock.fd < 0)
+		return;
+	if (c->tx_len || c->state == ZD_CONN_CONNECTING)
+		ev |= EPOLLOUT;
+	if (c->state == ZD_CONN_CLOSING)
+		ev = EPOLLOUT;  /* only the last frame matters now */
+	cm_watch(&c->sock, ev, EPOLL_CTL_MOD);
+}
+
+/* Unties @c from its EP, CR and listener (under the lock). */
+static void conn_detach(struct zd_cm_conn *c)
+{
+	if (c->ep && c->ep->cm_conn == c)
+		c->ep->cm_conn = NULL;
+	if (c->cr && c->cr->conn == c)
+		c->cr->conn = NULL;
+	if (c->listener && (c->state == ZD_CONN_CR_PENDING || c->state == ZD_CONN_PEER_GONE))
+		c->listener->pending--;
+	c->ep = NULL;
+	c->cr = NULL;
+	c->listener = NULL;
+}
+
+void zd_cm_conn_close(struct zd_cm_conn *c)
+{
+	if (c->sock.zombie)
+		return;
+	conn_detach(c);
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
+	c->next = c->prev = c;
+	sock_close(&c->sock, 0);
+}
+
+/* Sends what is queued; errors surface as EPOLLERR/EOF on the thread. */
+static void conn_flush(struct zd_cm_conn *c)
+{
+	size_t off = 0;
+
+	while (off < c->tx_len && c->sock.fd >= 0) {
+		ssize_t n = send(c->sock.fd, c->tx + off, c->tx_len - off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			off += (size_t)n;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else {
+			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+				off = c->tx_len;  /* broken: drop it, the read side reports */
+			break;
+		}
+	}
+	memmove(c->tx, c->tx + off, c->tx_len - off);
+	c->tx_len -= off;
+	if (c->state == ZD_CONN_CLOSING && c->tx_len == 0) {
+		zd_cm_conn_close(c);
+		return;
+	}
+	conn_update_events(c);
+}
+
+void zd_cm_conn_send(struct zd_cm_conn *c, enum zd_cm_msg_type type, uint16_t reason,
+		     const void *pdata, size_t pdata_len, const void *blob, size_t blob_len)
+{
+	if (c->sock.fd < 0)
+		return;
+	if (sizeof(c->tx) - c->tx_len < sizeof(struct zd_cm_hdr) + pdata_len + blob_len) {
+		/* Two unsent frames already: the peer does not read.  Give up
+		 * on the socket; the thread sees the shutdown as an error. */
+		shutdown(c->sock.fd, SHUT_RDWR);
+		return;
+	}
+	c->tx_len += zd_cm_frame_encode(c->tx + c->tx_len, type, reason, c->conn_qual,
+					pdata, pdata_len, blob, blob_len);
+	conn_flush(c);
+}
+
+void zd_cm_conn_close_after_flush(struct zd_cm_conn *c)
+{
+	if (c->sock.zombie)
+		return;
+	conn_detach(c);
+	c->state = ZD_CONN_CLOSING;
+	c->deadline = zd_cm_now() + ZD_CM_LINGER_NS;
+	conn_flush(c);
+	zd_cm_kick();
+}
+
+/* ---- active side: TCP connect and its retries ---- */
+
+static void conn_connected(struct zd_cm_conn *c)
+{
+	struct sockaddr_in local;
+	socklen_t len = sizeof(local);
+	int one = 1;
+
+	setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (c->ep && getsockname(c->sock.fd, (struct sockaddr *)&local, &len) == 0)
+		c->ep->local_qual = ntohs(local.sin_port);
+	c->state = ZD_CONN_REQ_SENT;
+	c->deadline = c->connect_deadline;
+	memcpy(c->tx, c->req, c->req_len);
+	c->tx_len = c->req_len;
+	conn_flush(c);
+}
+
+static void conn_refused(struct zd_cm_conn *c, uint64_t now)
+{
+	sock_close(&c->sock, 1);
+	c->refused = 1;
+	c->state = ZD_CONN_RETRY_WAIT;
+	c->retry_at = now + c->retry_delay;
+	c->retry_delay = ZD_MIN(c->retry_delay * 2, ZD_CM_RETRY_MAX_NS);
+	c->deadline = ZD_MIN(c->retry_at, c->give_up);
+}
+
+static DAT_EVENT_NUMBER connect_errno_event(int err)
+{
+	switch (err) {
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ETIMEDOUT:
+		return DAT_CONNECTION_EVENT_UNREACHABLE;
+	default:
+		return DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+	}
+}
+
+/* One attempt; on a synchronous outcome the conn moves on at once. */
+static void conn_try_connect(struct zd_cm_conn *c)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0) {
+		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+		return;
+	}
+	c->sock.fd = fd;
+	c->rx_len = 0;
+	c->tx_len = 0;
+	c->state = ZD_CONN_CONNECTING;
+	c->deadline = c->connect_deadline;
+	if (cm_watch(&c->sock, EPOLLOUT | EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD) != 0) {
+		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+		return;
+	}
+	if (connect(fd, (struct sockaddr *)&c->peer, sizeof(c->peer)) == 0)
+		conn_connected(c);
+	else if (errno == ECONNREFUSED)
+		conn_refused(c, zd_cm_now());
+	else if (errno != EINPROGRESS)
+		zd_cm_active_failed(c, connect_errno_event(errno));
+}
+
+DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32_t conn_qual,
+			 DAT_TIMEOUT timeout_us, const void *pdata, size_t pdata_len)
+{
+	uint8_t blob[ZD_QP_BLOB_MAX];
+	size_t blob_len = 0;
+	struct zd_cm_conn *c;
+	uint64_t now = zd_cm_now();
+	const struct zd_device_ops *dev = ep->obj.ia->dev;
+
+	if (zd_cm_start() != 0)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	c = conn_new(-1, ZD_CONN_RETRY_WAIT);
+	if (!c)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	if (dev->qp_local_blob && ep->dev_priv)
+		blob_len = dev->qp_local_blob(ep, blob, sizeof(blob));
+	c->ep = ep;
+	ep->cm_conn = c;
+	c->peer = *dst;
+	c->peer.sin_port = htons((uint16_t)conn_qual);
+	c->conn_qual = conn_qual;
+	c->req_len = zd_cm_frame_encode(c->req, ZD_CM_MSG_REQ, 0, conn_qual, pdata, pdata_len,
+					blob, blob_len);
+	c->retry_delay = ZD_CM_RETRY_MIN_NS;
+	if (timeout_us != DAT_TIMEOUT_INFINITE)
+		c->connect_deadline = now + (uint64_t)timeout_us * 1000ull;
+	/* Nobody listening is retried (the listener may come late) until the
+	 * consumer's timeout, or for a bounded while without one. */
+	c->give_up = c->connect_deadline ? c->connect_deadline : now + ZD_CM_INFINITE_REFUSED_NS;
+	conn_try_connect(c);
+	zd_cm_kick();
+	return DAT_SUCCESS;
+}
+
+/* ---- the thread ---- */
+
+/* The connection's socket ended (EOF, error) or broke the protocol. */
+static void conn_lost(struct zd_cm_conn *c)
+{
+	switch (c->state) {
+	case ZD_CONN_REQ_SENT:
+	case ZD_CONN_CONNECTING:
+		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+		return;
+	case ZD_CONN_CR_PENDING:
+		/* The CR stays for the consumer to answer; only the socket goes. */
+		c->state = ZD_CONN_PEER_GONE;
+		sock_close(&c->sock, 1);
+		return;
+	case ZD_CONN_REP_SENT:
+		if (c->ep)
+			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
+		break;
+	case ZD_CONN_ESTABLISHED:
+		if (c->ep)
+			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_BROKEN);
+		break;
+	case ZD_CONN_DISC_SENT:
+		if (c->ep)
+			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_DISCONNECTED);
+		break;
+	default:
+		break;
+	}
+	zd_cm_conn_close(c);
+}
+
+static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body)
+{
+	switch (h->type) {
+	case ZD_CM_MSG_REQ:
+		if (c->state != ZD_CONN_WAIT_REQ)
+			break;
+		zd_cm_passive_on_req(c, h, body);
+		return;
+	case ZD_CM_MSG_REP:
+		if (c->state != ZD_CONN_REQ_SENT)
+			break;
+		zd_cm_active_on_rep(c, h, body);
+		return;
+	case ZD_CM_MSG_REJ:
+		if (c->state != ZD_CONN_REQ_SENT)
+			break;
+		zd_cm_active_on_rej(c, h, body);
+		return;
+	case ZD_CM_MSG_RTU:
+		if (c->state != ZD_CONN_REP_SENT)
+			break;
+		c->state = ZD_CONN_ESTABLISHED;
+		c->deadline = 0;
+		if (c->ep) {
+			atomic_store(&c->ep->state, DAT_EP_STATE_CONNECTED);
+			zd_cm_ep_event(c->ep, DAT_CONNECTION_EVENT_ESTABLISHED, NULL, 0);
+		}
+		return;
+	case ZD_CM_MSG_DISC:
+		if (c->state != ZD_CONN_ESTABLISHED && c->state != ZD_CONN_DISC_SENT)
+			break;
+		if (c->ep)
+			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_DISCONNECTED);
+		zd_cm_conn_send(c, ZD_CM_MSG_DISC_ACK, 0, NULL, 0, NULL, 0);
+		zd_cm_conn_close_after_flush(c);
+		return;
+	case ZD_CM_MSG_DISC_ACK:
+		if (c->state != ZD_CONN_DISC_SENT)
+			break;
+		if (c->ep)
+			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_DISCONNECTED);
+		zd_cm_conn_close(c);
+		return;
+	default:
+		break;
+	}
+	conn_lost(c);  /* a frame this state does not expect */
+}
+
+/* Reads whole frames: the header first, then exactly the body it names. */
+static void conn_readable(struct zd_cm_conn *c)
+{
+	const size_t hlen = sizeof(struct zd_cm_hdr);
+	struct zd_cm_hdr h;
+
+	while (c->sock.fd >= 0 && c->state != ZD_CONN_CLOSING) {
+		size_t need = hlen;
+		ssize_t n;
+
+		if (c->rx_len >= hlen) {
+			memcpy(&h, c->rx, hlen);
+			need = hlen + (size_t)zd_cm_hdr_decode(&h);  /* validated at hlen */
+		}
+		n = recv(c->sock.fd, c->rx + c->rx_len, need - c->rx_len, 0);
+		if (n == 0) {
+			conn_lost(c);
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				conn_lost(c);
+			return;
+		}
+		c->rx_len += (size_t)n;
+		if (c->rx_len < hlen)
+			continue;
+		memcpy(&h, c->rx, hlen);
+		int body = zd_cm_hdr_decode(&h);
+		if (body < 0) {
+			conn_lost(c);  /* not our protocol: this connection only */
+			return;
+		}
+		if (c->rx_len == hlen + (size_t)body) {
+			c->rx_len = 0;
+			conn_dispatch(c, &h, c->rx + hlen);
+		}
+	}
+}
+
+static void conn_event(struct zd_cm_conn *c, uint32_t events)
+{
+	if (c->state == ZD_CONN_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		getsockopt(c->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err == 0)
+			conn_connected(c);
+		else if (err == ECONNREFUSED)
+			conn_refused(c, zd_cm_now());
+		else
+			zd_cm_active_failed(c, connect_errno_event(err));
+		return;
+	}
+	if ((events & EPOLLOUT) && c->tx_len)
+		conn_flush(c);
+	if (c->sock.zombie || c->sock.fd < 0)
+		return;
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+		if (c->state == ZD_CONN_CLOSING) {
+			if (events & (EPOLLERR | EPOLLHUP))
+				zd_cm_conn_close(c);
+			return;
+		}
+		conn_readable(c);
+	}
+}
+
+static void listener_event(struct zd_cm_listener *l)
+{
+	for (;;) {
+		struct sockaddr_in peer;
+		socklen_t len = sizeof(peer);
+		int one = 1;
+		int fd = accept4(l->sock.fd, (struct sockaddr *)&peer, &len,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct zd_cm_conn *c;
+
+		if (fd < 0)
+			return;  /* EAGAIN, or a transient error the next wakeup retries */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c = conn_new(fd, ZD_CONN_WAIT_REQ);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->peer = peer;
+		c->listener = l;
+		c->conn_qual = l->port;
+		c->deadline = zd_cm_now() + ZD_CM_WAIT_REQ_NS;
+		if (cm_watch(&c->sock, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD) != 0)
+			zd_cm_conn_close(c);
+	}
+}
+
+/* Runs due timers; returns the epoll timeout in ms (-1: none). */
+static int cm_run_timers(uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	struct zd_cm_conn *c, *n;
+
+	for (c = zd_cm.conns.next; c != &zd_cm.conns; c = n) {
+		n = c->next;
+		if (c->deadline && c->deadline <= now) {
+			switch (c->state) {
+			case ZD_CONN_RETRY_WAIT:
+				if (now >= c->give_up)
+					zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+				else
+					conn_try_connect(c);
+				break;
+			case ZD_CONN_CONNECTING:
+				zd_cm_active_failed(c, c->refused ? DAT_CONNECTION_EVENT_NON_PEER_REJECTED
+								  : DAT_CONNECTION_EVENT_UNREACHABLE);
+				break;
+			case ZD_CONN_REQ_SENT:
+				zd_cm_active_failed(c, DAT_CONNECTION_EVENT_TIMED_OUT);
+				break;
+			case ZD_CONN_REP_SENT:
+			case ZD_CONN_DISC_SENT:
+				conn_lost(c);
+				break;
+			default:  /* WAIT_REQ, CLOSING */
+				zd_cm_conn_close(c);
+				break;
+			}
+		}
+		if (!c->sock.zombie && c->deadline && c->deadline < next)
+			next = c->deadline;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)ZD_MIN((next - now + 999999) / 1000000, 60000ull);
+}
+
+static void *cm_thread(void *arg)
+{
+	struct epoll_event evs[64];
+
+	(void)arg;
+	zd_cm_lock();
+	for (;;) {
+		uint64_t now = zd_cm_now();
+		int timeout = cm_run_timers(now);
+		int n;
+
+		cm_free_zombies();
+		if (zd_cm.live == 0) {
+			if (!zd_cm.idle_since)
+				zd_cm.idle_since = now;
+			if (now - zd_cm.idle_since >= ZD_CM_IDLE_EXIT_NS)
+				break;
+			timeout = (int)((ZD_CM_IDLE_EXIT_NS - (now - zd_cm.idle_since)) / 1000000) + 1;
+		} else {
+			zd_cm.idle_since = 0;
+		}
+		zd_cm_unlock();
+		n = epoll_wait(zd_cm.epfd, evs, ZD_ARRAY_SIZE(evs), timeout);
+		zd_cm_lock();
+		for (int i = 0; i < n; i++) {
+			struct zd_cm_sock *s = evs[i].data.ptr;
+
+			if (s->zombie)
+				continue;
+			switch (s->kind) {
+			case ZD_CM_SOCK_WAKE: {
+				uint64_t v;
+
+				if (read(s->fd, &v, sizeof(v)) < 0) {
+					/* EAGAIN: already drained */
+				}
+				break;
+			}
+			case ZD_CM_SOCK_LISTENER:
+				listener_event((struct zd_cm_listener *)s);
+				break;
+			case ZD_CM_SOCK_CONN:
+				conn_event((struct zd_cm_conn *)s, evs[i].events);
+				break;
+			}
+		}
+		cm_free_zombies();
+	}
+	zd_cm.running = 0;
+	zd_cm_unlock();
+	return NULL;
+}

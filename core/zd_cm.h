@@ -1,0 +1,223 @@
+/*
+ * Connection manager: one thread per process, blocking in epoll, drives
+ * every DAT connection over TCP (see zd_cm_wire.h for the frames).
+ *
+ * Locking: one process-wide mutex, zd_cm.lock, guards every CM structure,
+ * the CM fields of EPs (state transitions, cm_conn, cm_pdata, addresses)
+ * and the PSP/RSP/CR objects.  API calls and the thread take it for a whole
+ * operation.  It is held while posting connection events and calling the
+ * device's qp_connect/qp_flush/qp_reset: EVDs and devices never call back
+ * into the CM, so this cannot deadlock.  Lock order: zd_cm.lock before an
+ * IA's lock (the thread creates and frees IA children).
+ *
+ * Lifetime: a socket object (conn or listener) is freed only by the thread,
+ * after the epoll batch that may still name it (zombie list), so any thread
+ * may close one under the lock.  The thread is started by the first call
+ * that needs it and exits by itself after a while with nothing to watch;
+ * a forked child starts over (pthread_atfork).
+ *
+ * No per-IA state is needed (ia->cm stays NULL): an IA's PSPs, RSPs and
+ * CRs are IA children freed by zd_teardown, its connections go with its
+ * EPs, and where to listen follows from ia->addr and dev->cm_bind_any.
+ */
+#ifndef ZD_CM_H
+#define ZD_CM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include "core/zd_obj.h"
+#include "core/zd_cm_wire.h"
+
+struct zd_ia;
+struct zd_ep;
+struct zd_evd;
+
+/* Timing (nanoseconds unless named otherwise). */
+#define ZD_CM_RETRY_MIN_NS        (5ull * 1000 * 1000)     /* refused: first retry */
+#define ZD_CM_RETRY_MAX_NS        (100ull * 1000 * 1000)   /* refused: retry backoff cap */
+#define ZD_CM_INFINITE_REFUSED_NS (30ull * 1000 * 1000 * 1000) /* nobody listens, no timeout */
+#define ZD_CM_WAIT_REQ_NS         (10ull * 1000 * 1000 * 1000) /* accepted socket, no REQ yet */
+#define ZD_CM_WAIT_RTU_NS         (60ull * 1000 * 1000 * 1000) /* accepted, no RTU yet */
+#define ZD_CM_DISC_NS             (1ull * 1000 * 1000 * 1000)  /* graceful disconnect, no ack */
+#define ZD_CM_LINGER_NS           (1ull * 1000 * 1000 * 1000)  /* last frame still unsent */
+#define ZD_CM_IDLE_EXIT_NS        (500ull * 1000 * 1000)   /* thread exits when idle */
+#define ZD_CM_BACKLOG             4096                     /* pending CRs per PSP */
+#define ZD_CM_MAX_LISTENERS       4096                     /* per process */
+
+enum zd_cm_sock_kind {
+	ZD_CM_SOCK_WAKE,
+	ZD_CM_SOCK_LISTENER,
+	ZD_CM_SOCK_CONN,
+};
+
+/* Common head of what epoll watches. */
+struct zd_cm_sock {
+	enum zd_cm_sock_kind kind;
+	int fd;                          /* -1 once closed */
+	int zombie;                      /* closed: freed after the current batch */
+	struct zd_cm_sock *zombie_next;
+};
+
+struct zd_psp;
+struct zd_rsp;
+struct zd_cr;
+
+struct zd_cm_listener {
+	struct zd_cm_sock sock;
+	struct zd_ia *ia;
+	struct zd_psp *psp;              /* exactly one of psp and rsp */
+	struct zd_rsp *rsp;
+	uint16_t port;
+	uint32_t pending;                /* CRs not yet accepted or rejected */
+};
+
+enum zd_cm_conn_state {
+	ZD_CONN_CONNECTING,      /* active: TCP handshake in progress */
+	ZD_CONN_RETRY_WAIT,      /* active: refused, no socket, retry at retry_at */
+	ZD_CONN_REQ_SENT,        /* active: waiting for REP or REJ */
+	ZD_CONN_WAIT_REQ,        /* passive: accepted socket, waiting for REQ */
+	ZD_CONN_CR_PENDING,      /* passive: CR given to the consumer */
+	ZD_CONN_PEER_GONE,       /* passive: CR pending, the requester went away */
+	ZD_CONN_REP_SENT,        /* passive: accepted, waiting for RTU */
+	ZD_CONN_ESTABLISHED,
+	ZD_CONN_DISC_SENT,       /* graceful disconnect, waiting for DISC_ACK or EOF */
+	ZD_CONN_CLOSING,         /* flushing a last frame, then closed */
+};
+
+struct zd_cm_conn {
+	struct zd_cm_sock sock;
+	enum zd_cm_conn_state state;
+	struct zd_cm_conn *prev, *next;  /* zd_cm.conns */
+	struct zd_ep *ep;                /* the EP it connects (active; passive after accept) */
+	struct zd_cr *cr;                /* passive: the CR while the consumer decides */
+	struct zd_cm_listener *listener; /* passive: where it arrived, while open */
+	struct sockaddr_in peer;         /* active: target; passive: requester */
+	uint32_t conn_qual;
+	int refused;                     /* active: at least one attempt refused */
+	uint64_t deadline;               /* 0: none; see zd_cm_conn_timeout */
+	uint64_t connect_deadline;       /* active: the consumer's timeout (0: none) */
+	uint64_t give_up;                /* active: refused attempts stop here */
+	uint64_t retry_at, retry_delay;
+	size_t req_len;                  /* active: REQ frame, resent on every attempt */
+	uint8_t req[ZD_CM_FRAME_MAX];
+	size_t rx_len;
+	uint8_t rx[ZD_CM_FRAME_MAX];
+	size_t tx_len;
+	uint8_t tx[2 * ZD_CM_FRAME_MAX];
+	uint16_t peer_blob_len;
+	uint8_t peer_blob[ZD_QP_BLOB_MAX];
+};
+
+struct zd_cm {
+	pthread_mutex_t lock;
+	int epfd;
+	struct zd_cm_sock wake;          /* eventfd: deadlines changed, stop */
+	int running;
+	unsigned live;                   /* open listeners and conns */
+	uint64_t idle_since;
+	struct zd_cm_conn conns;         /* list head */
+	struct zd_cm_sock *zombies;
+};
+
+extern struct zd_cm zd_cm;
+
+/* ---- service points and connection requests (objects) ---- */
+
+struct zd_psp {
+	struct zd_obj obj;
+	DAT_CONN_QUAL conn_qual;
+	struct zd_evd *evd;
+	DAT_PSP_FLAGS flags;
+	struct zd_cm_listener *listener;
+};
+ZD_OBJ_FITS(PSP, struct zd_psp);
+
+struct zd_rsp {
+	struct zd_obj obj;
+	DAT_CONN_QUAL conn_qual;
+	struct zd_evd *evd;
+	struct zd_ep *ep;                /* reserved, referenced */
+	struct zd_cm_listener *listener;
+};
+ZD_OBJ_FITS(RSP, struct zd_rsp);
+
+struct zd_cr {
+	struct zd_obj obj;
+	struct zd_cm_conn *conn;
+	struct zd_ep *local_ep;          /* RSP's or provider-created EP, referenced */
+	int local_ep_ours;               /* created for a DAT_PSP_PROVIDER_FLAG PSP */
+	DAT_CONN_QUAL conn_qual;         /* of the service point */
+	struct sockaddr_in remote_addr;
+	DAT_PORT_QUAL remote_port_qual;
+	DAT_COUNT pdata_len;
+	uint8_t pdata[ZD_CM_PDATA_MAX];
+};
+ZD_OBJ_FITS(CR, struct zd_cr);
+
+/* ---- zd_cm.c: the thread and its sockets (all with zd_cm.lock held) ---- */
+
+/* Largest private data a connection of @ia carries: the device's limit,
+ * within what the wire and the CR/EP buffers hold. */
+DAT_COUNT zd_cm_pdata_max(const struct zd_ia *ia);
+
+static inline void zd_cm_lock(void) { pthread_mutex_lock(&zd_cm.lock); }
+static inline void zd_cm_unlock(void) { pthread_mutex_unlock(&zd_cm.lock); }
+
+uint64_t zd_cm_now(void);
+/* Makes sure the thread runs; 0 or -1. */
+int zd_cm_start(void);
+/* Makes the thread recompute its timeout. */
+void zd_cm_kick(void);
+
+/* Listens on @port (0: any) at @ia's CM address; DAT_CONN_QUAL_IN_USE when
+ * taken. */
+DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint16_t port, struct zd_cm_listener **out);
+void zd_cm_listener_close(struct zd_cm_listener *l);
+
+/* Starts an active connection of @ep (state already ACTIVE_CONNECTION_PENDING). */
+DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32_t conn_qual,
+			 DAT_TIMEOUT timeout_us, const void *pdata, size_t pdata_len);
+
+/* Queues one frame and tries to send it at once. */
+void zd_cm_conn_send(struct zd_cm_conn *c, enum zd_cm_msg_type type, uint16_t reason,
+		     const void *pdata, size_t pdata_len, const void *blob, size_t blob_len);
+/* Closes now (unsent bytes are lost). */
+void zd_cm_conn_close(struct zd_cm_conn *c);
+/* Closes once the queued frames are out (bounded by ZD_CM_LINGER_NS). */
+void zd_cm_conn_close_after_flush(struct zd_cm_conn *c);
+
+/* ---- zd_ep_cm.c: EP side of the state machine ---- */
+
+/* Posts a connection event of @type on @ep's connect EVD; @pdata is copied
+ * into the EP so the event's pointer stays valid until the next one. */
+void zd_cm_ep_event(struct zd_ep *ep, DAT_EVENT_NUMBER type, const void *pdata, size_t len);
+/* The connection of @ep ended (@type: DISCONNECTED, BROKEN, ...): QP flushed,
+ * EP DISCONNECTED, event posted, conn detached (not closed). */
+void zd_cm_ep_conn_lost(struct zd_ep *ep, DAT_EVENT_NUMBER type);
+/* Detaches @ep from the CM for dat_ep_free (no events). */
+void zd_cm_ep_release(struct zd_ep *ep);
+/* DAT_INVALID_STATE with the subtype naming @state. */
+DAT_RETURN zd_ep_invalid_state(DAT_EP_STATE state);
+
+/* Frame handlers the thread calls (zd_ep_cm.c). */
+void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
+void zd_cm_active_on_rej(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
+/* An active connect failed before it was established. */
+void zd_cm_active_failed(struct zd_cm_conn *c, DAT_EVENT_NUMBER type);
+
+/* ---- zd_cr.c ---- */
+
+/* A REQ arrived on @c (state WAIT_REQ): make a CR and tell the consumer. */
+void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
+/* Frees an RSP; @keep_ep: its EP passes to a CR instead of going back to
+ * UNCONNECTED (zd_rsp.c). */
+void zd_rsp_destroy_locked(struct zd_rsp *rsp, int keep_ep);
+
+/* ---- teardown (dat_ia_close ABRUPT) ---- */
+void zd_psp_destroy(struct zd_obj *o);
+void zd_rsp_destroy(struct zd_obj *o);
+void zd_cr_destroy(struct zd_obj *o);
+
+#endif /* ZD_CM_H */
