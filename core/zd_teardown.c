@@ -3,7 +3,9 @@
 #include "core/zd_ia.h"
 #include "core/zd_teardown.h"
 #include "core/zd_ep.h"
+#include "core/zd_cm.h"
 #include "core/zd_mem_objs.h"
+#include "core/zd_srq.h"
 #include "evd/zd_evd.h"
 #include "evd/zd_cno.h"
 
@@ -13,8 +15,12 @@ static const struct {
 	enum zd_obj_type type;
 	zd_destroy_fn destroy;
 } teardown_order[] = {
-	/* CR, RSP, PSP and CSP join here with connection management. */
+	/* Listeners first, so no new CR can appear behind the CR pass. */
+	{ ZD_OBJ_PSP, zd_psp_destroy },
+	{ ZD_OBJ_RSP, zd_rsp_destroy },
+	{ ZD_OBJ_CR, zd_cr_destroy },
 	{ ZD_OBJ_EP, zd_ep_destroy },
+	{ ZD_OBJ_SRQ, zd_srq_destroy },
 	{ ZD_OBJ_RMR, zd_rmr_destroy },
 	{ ZD_OBJ_LMR, zd_lmr_destroy },
 	{ ZD_OBJ_EVD, zd_evd_destroy },

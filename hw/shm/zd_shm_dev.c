@@ -3,13 +3,18 @@
  * ia_params: "shm [ifname | IPv4 address]"; the IA address is an AF_INET
  * address of this host (by default its first non-loopback one).
  *
- * This file holds the device's control path as far as it exists today (IA
- * open/close and limits); queues, connection setup and the one-sided data
- * path over shared memory come with the shm device issue.
+ * This file holds the IA (open/close, limits, the IA's shared region) and
+ * the ops table; zd_shm.h describes the design, the other zd_shm_*.c files
+ * one concept each.
  */
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include "core/zd_device.h"
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
+#include "hw/shm/zd_shm.h"
 
 static const struct zd_device_limits shm_limits = {
 	.max_eps = 4096,
@@ -17,7 +22,7 @@ static const struct zd_device_limits shm_limits = {
 	.max_rdma_read_per_ep = 64,
 	.max_evds = 8192,
 	.max_evd_qlen = 1 << 20,
-	.max_iov_segments = 16,
+	.max_iov_segments = ZD_SHM_MAX_SEGS,
 	.max_lmrs = 1 << 20,
 	.max_lmr_block_size = UINT32_MAX,  /* DAT_SEG_LENGTH is 32-bit */
 	.max_pzs = 1024,
@@ -40,17 +45,75 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	if (zd_netaddr_resolve(p->nargs ? p->args[0] : NULL, &ia->addr) != 0)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 	ia->limits = shm_limits;
+
+	struct zd_shm_ia *sia = calloc(1, sizeof(*sia));
+
+	if (!sia)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	sia->ia = ia;
+	pthread_mutex_init(&sia->lock, NULL);
+	/* The MR table is sparse: pages appear as keys get used. */
+	if (zd_shm_region_create(&sia->region, sizeof(struct zd_shm_ia_shared),
+				 "zdapl-shm-ia") != 0)
+		goto err;
+	sia->sh = sia->region.base;
+	sia->sh->magic = ZD_SHM_MAGIC_IA;
+	if (getrandom(&sia->sh->uid, sizeof(sia->sh->uid), 0) != sizeof(sia->sh->uid))
+		sia->sh->uid = (uint64_t)(uintptr_t)sia ^ (uint64_t)getpid() << 32;
+	for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
+		atomic_store(&sia->sh->chunks[i].fd, -1);
+	ia->dev_priv = sia;
+	if (zd_shm_chunks_start(sia) != 0) {
+		ia->dev_priv = NULL;
+		goto err;
+	}
 	return DAT_SUCCESS;
+err:
+	zd_shm_region_destroy(&sia->region);
+	pthread_mutex_destroy(&sia->lock);
+	free(sia);
+	return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
 }
 
 static void shm_ia_close(struct zd_ia *ia)
 {
+	struct zd_shm_ia *sia = ia->dev_priv;
+
+	if (!sia)
+		return;
+	zd_shm_waker_stop(sia);
+	zd_shm_chunks_stop(sia);
+	zd_shm_region_destroy(&sia->region);
+	pthread_mutex_destroy(&sia->lock);
+	free(sia);
+	ia->dev_priv = NULL;
 }
 
 static const struct zd_device_ops zd_shm_ops = {
 	.name = "shm",
 	.adapter_name = "zdapl-shm",
+	.cm_bind_any = 1,  /* processes of this host reach any local address */
 	.ia_open = shm_ia_open,
 	.ia_close = shm_ia_close,
+	.mr_register = zd_shm_mr_register,
+	.mr_deregister = zd_shm_mr_deregister,
+	.cq_create = zd_shm_cq_create,
+	.cq_destroy = zd_shm_cq_destroy,
+	.cq_poll = zd_shm_cq_poll,
+	.cq_arm = zd_shm_cq_arm,
+	.qp_create = zd_shm_qp_create,
+	.qp_local_blob = zd_shm_qp_local_blob,
+	.qp_connect = zd_shm_qp_connect,
+	.qp_flush = zd_shm_qp_flush,
+	.qp_reset = zd_shm_qp_reset,
+	.qp_destroy = zd_shm_qp_destroy,
+	.srq_create = zd_shm_srq_create,
+	.srq_resize = zd_shm_srq_resize,
+	.srq_destroy = zd_shm_srq_destroy,
+	.post_send = zd_shm_post_send,
+	.post_recv = zd_shm_post_recv,
+	.post_rdma_write = zd_shm_post_rdma_write,
+	.post_rdma_read = zd_shm_post_rdma_read,
+	.srq_post_recv = zd_shm_srq_post_recv,
 };
 ZD_DEVICE_REGISTER(zd_shm_ops)

@@ -1,0 +1,243 @@
+/*
+ * Data-transfer entry points: dat_ep_post_{send,recv,rdma_write,rdma_read}
+ * and friends.  Each checks the handle, the EP state, the segment count
+ * and the completion flags, then makes exactly one indirect call into the
+ * device, which checks keys, bounds, PZ and access as hardware does.  No
+ * locks, no system calls, no allocation here.
+ */
+#include "core/zd_api.h"
+#include "core/zd_ia.h"
+#include "core/zd_ep.h"
+#include "core/zd_obj.h"
+
+#define ZD_REQUEST_FLAGS                                                     \
+	(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |  \
+	 DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG | \
+	 DAT_COMPLETION_EVD_THRESHOLD_FLAG)
+#define ZD_RECV_FLAGS \
+	(DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG)
+
+/* DAT_INVALID_STATE with the subtype naming the EP's state (cold). */
+static __attribute__((noinline, cold)) DAT_RETURN ep_state_error(DAT_EP_STATE s)
+{
+	DAT_RETURN_SUBTYPE sub;
+
+	switch (s) {
+	case DAT_EP_STATE_UNCONNECTED:
+		sub = DAT_INVALID_STATE_EP_UNCONNECTED;
+		break;
+	case DAT_EP_STATE_RESERVED:
+		sub = DAT_INVALID_STATE_EP_RESERVED;
+		break;
+	case DAT_EP_STATE_PASSIVE_CONNECTION_PENDING:
+		sub = DAT_INVALID_STATE_EP_PASSCONNPENDING;
+		break;
+	case DAT_EP_STATE_ACTIVE_CONNECTION_PENDING:
+		sub = DAT_INVALID_STATE_EP_ACTCONNPENDING;
+		break;
+	case DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING:
+		sub = DAT_INVALID_STATE_EP_TENTCONNPENDING;
+		break;
+	case DAT_EP_STATE_DISCONNECT_PENDING:
+		sub = DAT_INVALID_STATE_EP_DISCPENDING;
+		break;
+	case DAT_EP_STATE_DISCONNECTED:
+		sub = DAT_INVALID_STATE_EP_DISCONNECTED;
+		break;
+	case DAT_EP_STATE_COMPLETION_PENDING:
+		sub = DAT_INVALID_STATE_EP_COMPLPENDING;
+		break;
+	case DAT_EP_STATE_UNCONFIGURED_UNCONNECTED:
+		sub = DAT_INVALID_STATE_EP_UNCONFIGURED;
+		break;
+	case DAT_EP_STATE_UNCONFIGURED_RESERVED:
+		sub = DAT_INVALID_STATE_EP_UNCONFRESERVED;
+		break;
+	case DAT_EP_STATE_UNCONFIGURED_PASSIVE:
+		sub = DAT_INVALID_STATE_EP_UNCONFPASSIVE;
+		break;
+	case DAT_EP_STATE_UNCONFIGURED_TENTATIVE:
+		sub = DAT_INVALID_STATE_EP_UNCONFTENTATIVE;
+		break;
+	default:
+		sub = DAT_INVALID_STATE_EP_NOTREADY;
+		break;
+	}
+	return DAT_ERROR(DAT_INVALID_STATE, sub);
+}
+
+static ZD_ALWAYS_INLINE bool ep_connected(DAT_EP_STATE s)
+{
+	return s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_CONNECTED_SINGLE_PATH ||
+	       s == DAT_EP_STATE_CONNECTED_MULTI_PATH;
+}
+
+/* Receives may be posted before the connection exists and after it ended
+ * (they then complete flushed); not on an EP without a PZ or EVDs. */
+static ZD_ALWAYS_INLINE bool ep_recv_ok(DAT_EP_STATE s)
+{
+	return s != DAT_EP_STATE_UNCONFIGURED_UNCONNECTED &&
+	       s != DAT_EP_STATE_UNCONFIGURED_RESERVED &&
+	       s != DAT_EP_STATE_UNCONFIGURED_PASSIVE &&
+	       s != DAT_EP_STATE_UNCONFIGURED_TENTATIVE;
+}
+
+/* Segment count 0..max and a segment array when there are segments. */
+static ZD_ALWAYS_INLINE DAT_RETURN check_iov(DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+					     DAT_COUNT max)
+{
+	if (ZD_UNLIKELY(n < 0))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (ZD_UNLIKELY(n > max))
+		return DAT_ERROR(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
+	if (ZD_UNLIKELY(n > 0 && !iov))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	return DAT_SUCCESS;
+}
+
+/* The EP's QP must exist (created with a PZ) for any DTO. */
+#define EP_GET_READY_OR_RETURN(ep, h)                                           \
+	do {                                                                    \
+		ZD_GET_OR_RETURN((ep), (h), ZD_OBJ_EP);                         \
+		if (ZD_UNLIKELY(!(ep)->dev_priv))                               \
+			return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PZ); \
+	} while (0)
+
+static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
+						  const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
+						  DAT_COMPLETION_FLAGS flags,
+						  DAT_RETURN_SUBTYPE flags_arg)
+{
+	DAT_EP_STATE s = atomic_load_explicit(&ep->state, memory_order_relaxed);
+	DAT_RETURN ret;
+
+	if (ZD_UNLIKELY(!ep_connected(s)))
+		return ep_state_error(s);
+	if ((ret = check_iov(n, iov, max)) != DAT_SUCCESS)
+		return ret;
+	if (ZD_UNLIKELY(flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, flags_arg);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep;
+	DAT_RETURN ret;
+
+	EP_GET_READY_OR_RETURN(ep, h);
+	ret = request_checks(ep, n, iov, ep->attr.max_request_iov, flags, DAT_INVALID_ARG5);
+	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
+		return ret;
+	return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+}
+
+DAT_RETURN zd_ep_post_send_with_invalidate(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+					   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+					   DAT_BOOLEAN invalidate, DAT_RMR_CONTEXT ctx)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
+	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+}
+
+DAT_RETURN zd_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep;
+	DAT_EP_STATE s;
+	DAT_RETURN ret;
+
+	EP_GET_READY_OR_RETURN(ep, h);
+	s = atomic_load_explicit(&ep->state, memory_order_relaxed);
+	if (ZD_UNLIKELY(!ep_recv_ok(s)))
+		return ep_state_error(s);
+	/* Receives of an EP on an SRQ come from the SRQ only. */
+	if (ZD_UNLIKELY(ep->srq != NULL))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE);
+	if ((ret = check_iov(n, iov, ep->attr.max_recv_iov)) != DAT_SUCCESS)
+		return ret;
+	if (ZD_UNLIKELY(flags & ~(DAT_COMPLETION_FLAGS)ZD_RECV_FLAGS))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+	return ep->obj.ia->dev->post_recv(ep, n, iov, cookie, flags);
+}
+
+/* An RDMA IOV limit left 0 (stock clients memset the attributes and set
+ * only max_request_iov) falls back to the request limit, as on verbs where
+ * RDMA WRs share the send queue's SGE limit. */
+static ZD_ALWAYS_INLINE DAT_COUNT rdma_iov_max(const struct zd_ep *ep, DAT_COUNT rdma_max)
+{
+	return rdma_max ? rdma_max : ep->attr.max_request_iov;
+}
+
+static ZD_ALWAYS_INLINE DAT_RETURN rdma_checks(struct zd_ep *ep, DAT_COUNT n,
+					       const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
+					       const DAT_RMR_TRIPLET *remote,
+					       DAT_COMPLETION_FLAGS flags)
+{
+	DAT_RETURN ret = request_checks(ep, n, iov, max, flags, DAT_INVALID_ARG6);
+
+	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
+		return ret;
+	if (ZD_UNLIKELY(!remote))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				 DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep;
+	DAT_RETURN ret;
+
+	EP_GET_READY_OR_RETURN(ep, h);
+	ret = rdma_checks(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_write_iov), remote, flags);
+	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
+		return ret;
+	return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+}
+
+DAT_RETURN zd_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep;
+	DAT_RETURN ret;
+
+	EP_GET_READY_OR_RETURN(ep, h);
+	ret = rdma_checks(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_read_iov), remote, flags);
+	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
+		return ret;
+	return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+}
+
+DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *local,
+				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				       DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
+	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+}
+
+/* Receive-side watermarks and queries exist for SRQ-attached EPs; this
+ * provider does not report them. */
+DAT_RETURN zd_ep_recv_query(DAT_EP_HANDLE h, DAT_COUNT *bufs, DAT_COUNT *bytes)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
+	return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+}
+
+DAT_RETURN zd_ep_set_watermark(DAT_EP_HANDLE h, DAT_COUNT soft, DAT_COUNT hard)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
+	return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+}

@@ -1,0 +1,450 @@
+/*
+ * Private header of the shared-memory soft device (hw/shm).
+ *
+ * Model: "the initiator executes".  Every QP owns a shared region (an
+ * unnamed, sealed memfd) holding its receive queue, an eager ring for sends
+ * that find no receive posted, and the ring of receive completions its
+ * peer produces.  Every IA owns one more region: its memory-region table
+ * (MR table, indexed by key index), its chunk table (where the pool's memfd
+ * chunks lie) and a doorbell futex.  A peer obtains these fds with
+ * pidfd_open + pidfd_getfd at qp_connect, so nothing ever appears in
+ * /dev/shm and nothing is left behind after SIGKILL.
+ *
+ *  - RDMA write/read: the initiator checks the rkey in the target's MR table
+ *    (key, bounds, access, PZ) and copies itself: memcpy through its mapping
+ *    of the target's pool chunk, memcpy when the peer is this very process,
+ *    else one process_vm_writev/readv.  The target never runs.
+ *  - Send: the initiator takes the target's next posted receive (or an SRQ
+ *    buffer), copies into it, and appends a completion entry to the target
+ *    QP's completion ring; with no receive posted it copies into the eager
+ *    ring instead (the target's cq_poll matches it to the receive later), and
+ *    with neither room it keeps the send queued (RNR), flags rnr_wait in the
+ *    target's region and retries on its own progress; the target rings the
+ *    initiator's doorbell when it posts a receive or frees ring space.  A
+ *    send completes when its data is in the target's memory (or eager ring).
+ *  - Completions of the initiator's own DTOs go to a local MPSC ring of DAT
+ *    events per CQ; cq_poll moves them, and the receive completions the peers
+ *    produced, into the EVD ring.
+ *
+ * Everything a peer wrote is untrusted: indices are masked or bounds
+ * checked, lengths checked, states compared with what this side expects.
+ */
+#ifndef ZD_SHM_H
+#define ZD_SHM_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "core/zd_compiler.h"
+#include "core/zd_device.h"
+#include "evd/zd_ring.h"
+
+#define ZD_SHM_MAX_SEGS      16
+#define ZD_SHM_MAGIC_IA      0x7a64736869613031ull  /* "zdshia01" */
+#define ZD_SHM_MAGIC_QP      0x7a64736871703031ull  /* "zdshqp01" */
+#define ZD_SHM_MAGIC_SRQ     0x7a64736873723031ull  /* "zdshsr01" */
+#define ZD_SHM_BLOB_VERSION  1
+
+/* MR table: one entry per key index (zd_keys.c gives 20 index bits). */
+#define ZD_SHM_MR_INDEX_BITS 20
+#define ZD_SHM_MR_ENTRIES    (1u << ZD_SHM_MR_INDEX_BITS)
+#define ZD_SHM_CHUNK_SLOTS   512
+#define ZD_SHM_NO_CHUNK      UINT32_MAX
+
+/* Eager ring of a QP: messages that found no receive posted. */
+#define ZD_SHM_EAGER_SLOTS   64
+#define ZD_SHM_EAGER_SIZE    4096
+
+/* ---- shared layouts (position independent, fixed-size fields) ---- */
+
+/* One registered region, published by its owner at dat_lmr_create.
+ * A seqlock: seq is odd while the owner rewrites the entry. */
+struct zd_shm_mr_entry {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t key;
+	_Atomic uint64_t addr;
+	_Atomic uint64_t len;
+	_Atomic uint32_t access;     /* DAT_MEM_PRIV_FLAGS */
+	_Atomic uint32_t pz_id;
+	_Atomic uint32_t chunk_slot; /* chunk table slot holding the whole range, or NO_CHUNK */
+	uint32_t pad;
+};
+
+/* One memfd chunk of the owner (zd_chunk.h), for peers to map. */
+struct zd_shm_chunk_entry {
+	_Atomic uint32_t seq;        /* seqlock, as above */
+	_Atomic uint32_t id;         /* chunk id, 0 when the slot is empty */
+	_Atomic int32_t fd;          /* the memfd's number in the owner */
+	uint32_t pad;
+	_Atomic uint64_t base;
+	_Atomic uint64_t len;
+} __attribute__((aligned(32)));
+
+struct zd_shm_ia_shared {
+	uint64_t magic;
+	uint64_t uid;                                 /* names this IA among peers */
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t doorbell; /* shared futex word */
+	_Atomic uint32_t armed;                       /* a CQ consumer may sleep */
+	_Atomic uint32_t closing;
+	alignas(ZD_CACHE_LINE) struct zd_shm_chunk_entry chunks[ZD_SHM_CHUNK_SLOTS];
+	alignas(4096) struct zd_shm_mr_entry mr[ZD_SHM_MR_ENTRIES];
+};
+
+/* Receive slot state word: state | owner tag << 4 | position << 24. */
+enum zd_shm_slot_state {
+	ZD_SHM_SLOT_FREE = 0,
+	ZD_SHM_SLOT_POSTED = 1,
+	ZD_SHM_SLOT_TAKEN = 2,   /* a sender is copying into it */
+	ZD_SHM_SLOT_DONE = 3,    /* filled; its completion entry follows */
+	ZD_SHM_SLOT_FLUSHED = 4,
+};
+#define ZD_SHM_TAG_BITS 20
+#define ZD_SHM_TAG_MASK ((1u << ZD_SHM_TAG_BITS) - 1)
+
+static inline uint64_t zd_shm_slot_word(uint64_t pos, uint32_t tag, unsigned st)
+{
+	return pos << 24 | (uint64_t)(tag & ZD_SHM_TAG_MASK) << 4 | st;
+}
+
+struct zd_shm_seg {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t chunk_slot;  /* owner's chunk table slot holding it, or NO_CHUNK */
+};
+
+/* A posted receive: buffers already checked by their owner (lkey, bounds,
+ * LOCAL_WRITE, PZ) and resolved to addresses.  The cookie stays private. */
+struct zd_shm_rq_slot {
+	_Atomic uint64_t state;
+	uint32_t nseg;
+	uint32_t pad;
+	uint64_t total;
+	struct zd_shm_seg seg[ZD_SHM_MAX_SEGS];
+} __attribute__((aligned(ZD_CACHE_LINE)));
+
+/* A receive completion the peer produced. */
+enum zd_shm_comp_type {
+	ZD_SHM_COMP_DIRECT = 1,   /* into RQ slot (seq) or SRQ slot (srq_pos) */
+	ZD_SHM_COMP_EAGER = 2,    /* in the next eager slot */
+};
+#define ZD_SHM_COMP_SOLICITED 0x100
+
+struct zd_shm_comp {
+	uint32_t type_flags;
+	uint32_t len;
+	uint32_t status;          /* DAT_DTO_COMPLETION_STATUS */
+	uint32_t pad;
+	uint64_t srq_pos;
+	uint64_t pad2;
+};
+
+struct zd_shm_qp_shared {
+	/* read-only after creation */
+	uint64_t magic;
+	uint32_t rq_depth, comp_depth, eager_slots, eager_size;
+	uint64_t rq_off, comp_off, eager_off, size;
+	/* owner writes */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t rq_posted;
+	_Atomic uint32_t error;
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t comp_head;
+	_Atomic uint64_t eager_head;
+	/* peer writes */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t comp_tail;
+	_Atomic uint64_t eager_tail;
+	_Atomic uint32_t rnr_wait;   /* peer has sends queued for room here */
+};
+
+struct zd_shm_srq_shared {
+	uint64_t magic;
+	uint32_t depth;
+	uint32_t pad;
+	uint64_t slots_off, size;
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t posted;  /* owner */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t head;    /* CAS by every consumer */
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t rnr_wait; /* a sender waits for buffers */
+};
+
+/* What qp_local_blob sends the peer. */
+struct zd_shm_blob {
+	uint32_t version;
+	int32_t pid;
+	uint64_t ia_uid;
+	int32_t ia_fd;
+	int32_t qp_fd;
+	int32_t srq_fd;           /* -1: no SRQ */
+	uint32_t qp_tag;
+	uint32_t pz_id;
+	uint32_t pad;
+	uint64_t ia_size, qp_size, srq_size;
+};
+
+/* ---- process-private state ---- */
+
+struct zd_shm_region {
+	void *base;
+	size_t size;
+	int fd;
+};
+
+struct zd_shm_chunk_map {
+	uint32_t id;
+	void *base;
+	size_t len;
+	uint64_t remote_base;
+};
+
+/* A peer IA (possibly this process, possibly this very IA). */
+struct zd_shm_peer {
+	struct zd_shm_peer *next;
+	unsigned refs;
+	pid_t pid;
+	bool self;               /* same process: memcpy at the target address */
+	int pidfd;
+	uint64_t uid;
+	struct zd_shm_ia_shared *ia;  /* mapping of its IA region */
+	size_t ia_size;
+	struct zd_shm_chunk_map *chunks; /* ZD_SHM_CHUNK_SLOTS, lazily mapped */
+	pthread_mutex_t map_lock;        /* first mapping of a chunk only */
+};
+
+struct zd_shm_cq;
+struct zd_shm_srq;
+
+struct zd_shm_qplist {
+	uint32_t n;
+	struct zd_shm_qp *qp[];
+};
+
+struct zd_shm_ia {
+	struct zd_ia *ia;
+	struct zd_shm_region region;
+	struct zd_shm_ia_shared *sh;
+	pthread_mutex_t lock;             /* control path */
+	struct zd_shm_peer *peers;
+	struct zd_shm_cq *cqs;            /* for the waker */
+	uint32_t next_tag;
+	pthread_t waker;
+	uint32_t waker_seen;              /* doorbell value before the first arm */
+	bool waker_running;
+	bool listening;
+};
+
+struct zd_shm_cq {
+	struct zd_evd *evd;
+	struct zd_shm_ia *sia;
+	struct zd_ring *local;            /* MPSC: this process's own completions */
+	struct zd_shm_qplist *_Atomic recv_qps;  /* RCU (urcu-bp) */
+	struct zd_shm_qplist *_Atomic send_qps;
+	_Atomic uint32_t backlog;         /* QPs of send_qps with queued sends */
+	struct zd_shm_cq *next;           /* sia->cqs */
+};
+
+struct zd_shm_srq {
+	struct zd_srq *srq;
+	struct zd_shm_region region;
+	struct zd_shm_srq_shared *sh;
+	struct zd_shm_rq_slot *slots;
+	DAT_DTO_COOKIE *cookie;
+	uint32_t depth;
+	uint32_t pz_id;
+	_Atomic int lw_armed;
+	struct zd_shm_qplist *_Atomic qps;  /* EPs on this SRQ (RCU), for RNR rings */
+};
+
+/* A queued (RNR) or not yet executed request. */
+struct zd_shm_wr {
+	DAT_DTOS op;
+	DAT_COUNT n;
+	DAT_DTO_COOKIE cookie;
+	DAT_COMPLETION_FLAGS flags;
+	DAT_RMR_TRIPLET remote;
+	DAT_LMR_TRIPLET iov[ZD_SHM_MAX_SEGS];
+};
+
+struct zd_shm_qp {
+	struct zd_ep *ep;
+	struct zd_shm_ia *sia;
+	uint32_t tag;
+	uint32_t pz_id;
+	_Atomic uint32_t error;           /* flushed: every DTO completes flushed */
+	_Atomic uint32_t flushed_rq;      /* the receive side was flushed once */
+	_Atomic uint32_t flushed;         /* qp_flush ran since create/reset */
+
+	/* ---- as target: own region, consumed by the recv CQ's poller ---- */
+	struct zd_shm_region region;
+	struct zd_shm_qp_shared *own;
+	struct zd_shm_rq_slot *rq;
+	struct zd_shm_comp *comp;
+	uint8_t *eager;
+	DAT_DTO_COOKIE *rq_cookie;
+	uint32_t rq_depth, comp_depth;
+	uint64_t rq_reaped;               /* poller: receives completed so far */
+	uint64_t msg_seen;                /* poller: messages received (non-SRQ: = slot) */
+	struct zd_shm_cq *recv_cq, *req_cq;
+	struct zd_shm_srq *srq;
+
+	/* ---- as initiator: the peer's regions ---- */
+	struct zd_shm_peer *peer;
+	struct zd_shm_region rregion;
+	struct zd_shm_qp_shared *remote;
+	struct zd_shm_rq_slot *rrq;
+	struct zd_shm_comp *rcomp;
+	uint8_t *reager;
+	uint32_t r_rq_depth, r_comp_depth, r_eager_slots, r_eager_size;
+	uint32_t r_tag, r_pz_id;
+	struct zd_shm_region rsrq_region;
+	struct zd_shm_srq_shared *rsrq;
+	struct zd_shm_rq_slot *rsrq_slots;
+	uint32_t r_srq_depth;
+	uint64_t msg_sent;                /* messages sent (non-SRQ: peer's RQ slot) */
+	uint64_t comp_tail;               /* our copy of remote->comp_tail */
+	uint64_t eager_tail;
+
+	/* queued requests (RNR), poster thread and req CQ poller */
+	struct zd_shm_wr *sq;
+	uint32_t sq_depth;
+	_Atomic uint64_t sq_head, sq_tail;
+	_Atomic uint32_t sq_busy;         /* progress_sq try-lock */
+	_Atomic uint32_t sq_listed;       /* counted in req_cq->backlog */
+};
+
+/* ---- zd_shm_region.c ---- */
+int zd_shm_region_create(struct zd_shm_region *r, size_t size, const char *name);
+void zd_shm_region_destroy(struct zd_shm_region *r);
+/* Maps the peer's fd @fd (number in @pidfd's process) of at least @size
+ * bytes; checks it is sealed against shrinking. */
+int zd_shm_region_map_remote(struct zd_shm_region *r, int pidfd, int fd, size_t size);
+void zd_shm_region_unmap(struct zd_shm_region *r);
+
+/* ---- zd_shm_mr.c ---- */
+uint32_t zd_shm_pz_id(const void *pz);
+DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr);
+void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr);
+/* Publishes this process's memfd chunks in the IA's chunk table. */
+int zd_shm_chunks_start(struct zd_shm_ia *sia);
+void zd_shm_chunks_stop(struct zd_shm_ia *sia);
+
+struct zd_shm_mr_view {
+	uint64_t addr, len;
+	uint32_t access, pz_id, chunk_slot;
+};
+
+/* Reads the entry of @key from @tab (any side's table; untrusted if remote);
+ * false if it is not a live entry for @key. */
+static inline bool zd_shm_mr_read(const struct zd_shm_mr_entry *tab, uint32_t key,
+				  struct zd_shm_mr_view *v)
+{
+	const struct zd_shm_mr_entry *e = &tab[key & (ZD_SHM_MR_ENTRIES - 1)];
+
+	for (int tries = 0; tries < 4; tries++) {
+		/* acquire: pairs with the release store ending the owner's
+		 * update in shm_mr_publish: the fields read below are at least
+		 * that update's. */
+		uint32_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+		if (s1 & 1)
+			continue;
+		uint32_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
+		v->addr = atomic_load_explicit(&e->addr, memory_order_relaxed);
+		v->len = atomic_load_explicit(&e->len, memory_order_relaxed);
+		v->access = atomic_load_explicit(&e->access, memory_order_relaxed);
+		v->pz_id = atomic_load_explicit(&e->pz_id, memory_order_relaxed);
+		v->chunk_slot = atomic_load_explicit(&e->chunk_slot, memory_order_relaxed);
+		/* acquire fence: pairs with the owner's release fence after it
+		 * made seq odd: if a rewrite raced our reads, seq moved. */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1)
+			continue;
+		return k == key && key != 0;
+	}
+	return false;
+}
+
+/* [addr, addr+len) inside the region, with @need access and PZ @pz_id. */
+static inline bool zd_shm_mr_allows(const struct zd_shm_mr_view *v, uint64_t addr,
+				    uint64_t len, uint32_t need, uint32_t pz_id)
+{
+	return (v->access & need) == need && v->pz_id == pz_id && addr >= v->addr &&
+	       len <= v->len && addr - v->addr <= v->len - len;
+}
+
+/* ---- zd_shm_peer.c ---- */
+struct zd_shm_peer *zd_shm_peer_get(struct zd_shm_ia *sia, const struct zd_shm_blob *b);
+void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_shm_peer *p);
+/* Local address of the peer's [raddr, raddr+len) through a chunk mapping or
+ * identity (self); NULL when only cross-memory attach reaches it. */
+void *zd_shm_peer_ptr(struct zd_shm_peer *p, uint32_t chunk_slot, uint64_t raddr, uint64_t len);
+/* Copies between local segments and peer memory; 0 or -1 (peer gone). */
+int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *local, int nlocal,
+		     const struct zd_shm_seg *remote, int nremote);
+/* Wakes the peer IA's sleeping consumers if any armed (after a release
+ * store of what they wait for). */
+void zd_shm_peer_ring(struct zd_shm_ia_shared *ia);
+
+/* ---- zd_shm_cq.c ---- */
+DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth);
+void zd_shm_cq_destroy(struct zd_evd *evd);
+int zd_shm_cq_poll(struct zd_evd *evd, int budget);
+void zd_shm_cq_arm(struct zd_evd *evd);
+/* Copy-on-write change of an RCU list of QPs (caller serialises). */
+int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add);
+int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
+void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
+/* A DTO completion of this process into @cq (any thread). */
+void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
+			DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len, DAT_DTOS op);
+int zd_shm_waker_start(struct zd_shm_ia *sia);
+void zd_shm_waker_stop(struct zd_shm_ia *sia);
+
+/* ---- zd_shm_qp.c ---- */
+DAT_RETURN zd_shm_qp_create(struct zd_ep *ep);
+size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max);
+DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len);
+void zd_shm_qp_flush(struct zd_ep *ep);
+DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep);
+void zd_shm_qp_destroy(struct zd_ep *ep);
+/* Receive side of @qp: reap its completion ring into @out (poller thread). */
+int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget);
+/* Flushes every outstanding receive of @qp into its recv CQ (any thread). */
+void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final);
+
+/* ---- zd_shm_srq.c ---- */
+DAT_RETURN zd_shm_srq_create(struct zd_srq *srq);
+DAT_RETURN zd_shm_srq_resize(struct zd_srq *srq, uint32_t depth);
+void zd_shm_srq_destroy(struct zd_srq *srq);
+DAT_RETURN zd_shm_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				DAT_DTO_COOKIE cookie);
+/* Claims the next posted SRQ buffer for QP @tag; its position or -1. */
+int64_t zd_shm_srq_take(struct zd_shm_srq_shared *sh, struct zd_shm_rq_slot *slots,
+			uint32_t depth, uint32_t tag);
+void zd_shm_srq_check_lw(struct zd_shm_srq *s);
+
+/* ---- zd_shm_post.c ---- */
+DAT_RETURN zd_shm_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				  DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				 DAT_COMPLETION_FLAGS flags);
+/* Target side: rings the peer of @qp if it waits for room (after a
+ * receive was posted or ring space freed). */
+void zd_shm_qp_rnr_ring(struct zd_shm_qp *qp);
+void zd_shm_srq_rnr_ring(struct zd_shm_srq *s);
+int zd_shm_srq_attach(struct zd_shm_srq *s, struct zd_shm_qp *qp, bool add);
+/* Retries queued sends of @qp (poster thread or its req CQ poller). */
+void zd_shm_qp_progress_sq(struct zd_shm_qp *qp);
+/* Resolves receive buffers against this IA's MR table; false on a
+ * protection error. */
+bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
+			 const DAT_LMR_TRIPLET *iov, struct zd_shm_rq_slot *slot);
+
+#endif /* ZD_SHM_H */

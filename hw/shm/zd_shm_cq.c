@@ -1,0 +1,244 @@
+/*
+ * Completion queues of the shm device, one per DTO EVD.
+ *
+ * Two sources feed an EVD, both drained by cq_poll on the EVD consumer's
+ * thread (manual progress), straight into evd->ring and never more than
+ * @budget:
+ *  - receive completions the peers produced in the completion rings of the
+ *    QPs whose recv EVD this is (zd_shm_qp_reap), scanned in turn;
+ *  - completions of this process's own DTOs (sends, RDMA, flushes), which
+ *    any thread pushes into cq->local, an MPSC ring of DAT events.
+ *
+ * Waking a sleeping consumer: local completions notify evd->waiter
+ * directly.  A peer in another process cannot wake a private futex, so
+ * cq_arm raises the IA region's "armed" flag; a peer that publishes a
+ * completion and sees it bumps the shared doorbell futex and FUTEX_WAKEs
+ * it (zd_shm_peer_ring), and the IA's waker thread, asleep on that futex
+ * only while some consumer armed, wakes every CQ waiter of the IA.  No
+ * syscall on either side while nobody sleeps.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <urcu-bp.h>
+
+#include "core/zd_ia.h"
+#include "core/zd_ep.h"
+#include "evd/zd_evd.h"
+#include "hw/shm/zd_shm.h"
+
+DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth)
+{
+	struct zd_shm_ia *sia = evd->obj.ia->dev_priv;
+	struct zd_shm_cq *cq = calloc(1, sizeof(*cq));
+	uint32_t cap = depth < 128 ? 256 : (depth > (1u << 24) ? (1u << 25) : depth * 2);
+
+	if (!cq)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	cq->local = zd_ring_create(cap);
+	if (!cq->local) {
+		free(cq);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
+	cq->evd = evd;
+	cq->sia = sia;
+	pthread_mutex_lock(&sia->lock);
+	cq->next = sia->cqs;
+	sia->cqs = cq;
+	pthread_mutex_unlock(&sia->lock);
+	evd->cq_priv = cq;
+	return DAT_SUCCESS;
+}
+
+void zd_shm_cq_destroy(struct zd_evd *evd)
+{
+	struct zd_shm_cq *cq = evd->cq_priv, **pp;
+	struct zd_shm_ia *sia;
+
+	if (!cq)
+		return;
+	sia = cq->sia;
+	pthread_mutex_lock(&sia->lock);
+	for (pp = &sia->cqs; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	pthread_mutex_unlock(&sia->lock);
+	evd->cq_priv = NULL;
+	/* EPs hold their EVDs: no QP is attached any more. */
+	free(atomic_load(&cq->recv_qps));
+	free(atomic_load(&cq->send_qps));
+	zd_ring_destroy(cq->local);
+	free(cq);
+}
+
+int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add)
+{
+	struct zd_shm_qplist *old = atomic_load(head), *fresh;
+	uint32_t n = old ? old->n : 0, k = 0;
+
+	fresh = malloc(sizeof(*fresh) + (n + 1) * sizeof(fresh->qp[0]));
+	if (!fresh)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		if (old->qp[i] != qp)
+			fresh->qp[k++] = old->qp[i];
+	if (add)
+		fresh->qp[k++] = qp;
+	fresh->n = k;
+	rcu_assign_pointer(*head, fresh);
+	/* Pollers iterate under rcu_read_lock: wait them out before free. */
+	synchronize_rcu();
+	free(old);
+	return 0;
+}
+
+int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
+{
+	int rc;
+
+	pthread_mutex_lock(&cq->sia->lock);
+	rc = zd_shm_qplist_change(recv ? &cq->recv_qps : &cq->send_qps, qp, true);
+	pthread_mutex_unlock(&cq->sia->lock);
+	return rc;
+}
+
+void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
+{
+	pthread_mutex_lock(&cq->sia->lock);
+	/* On ENOMEM keep the QP listed; it is then a flushed, empty QP. */
+	zd_shm_qplist_change(recv ? &cq->recv_qps : &cq->send_qps, qp, false);
+	pthread_mutex_unlock(&cq->sia->lock);
+}
+
+void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
+			DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len, DAT_DTOS op)
+{
+	DAT_EVENT ev;
+
+	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	ev.evd_handle = cq->evd;
+	ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
+		.ep_handle = ep, .user_cookie = cookie, .status = st,
+		.transfered_length = len, .operation = op,
+	};
+	if (ZD_UNLIKELY(!zd_ring_enqueue(cq->local, &ev)))
+		/* The consumer let the EVD overflow: spill, never drop. */
+		zd_evd_post(cq->evd, &ev, 1);
+	else
+		zd_waiter_notify(&cq->evd->waiter);
+}
+
+int zd_shm_cq_poll(struct zd_evd *evd, int budget)
+{
+	struct zd_shm_cq *cq = evd->cq_priv;
+	struct zd_shm_qplist *l;
+	const DAT_EVENT *ev;
+	int n = 0;
+
+	if (ZD_UNLIKELY(!cq))
+		return 0;
+	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed)) {
+		rcu_read_lock();
+		l = rcu_dereference(cq->recv_qps);
+		for (uint32_t i = 0; l && i < l->n && n < budget; i++)
+			n += zd_shm_qp_reap(l->qp[i], budget - n);
+		rcu_read_unlock();
+	}
+	if (ZD_UNLIKELY(atomic_load_explicit(&cq->backlog, memory_order_relaxed))) {
+		rcu_read_lock();
+		l = rcu_dereference(cq->send_qps);
+		for (uint32_t i = 0; l && i < l->n; i++)
+			zd_shm_qp_progress_sq(l->qp[i]);
+		rcu_read_unlock();
+	}
+	while (n < budget && (ev = zd_ring_peek(cq->local)) != NULL) {
+		/* budget is the room left in evd->ring, and we are its only
+		 * consumer-side producer here: this cannot fail. */
+		zd_ring_enqueue(evd->ring, ev);
+		zd_ring_drop(cq->local);
+		n++;
+	}
+	return n;
+}
+
+void zd_shm_cq_arm(struct zd_evd *evd)
+{
+	struct zd_shm_cq *cq = evd->cq_priv;
+	struct zd_shm_ia *sia;
+
+	if (!cq)
+		return;
+	sia = cq->sia;
+	if (ZD_UNLIKELY(!__atomic_load_n(&sia->waker_running, __ATOMIC_ACQUIRE)))
+		zd_shm_waker_start(sia);
+	atomic_store_explicit(&sia->sh->armed, 1, memory_order_relaxed);
+	/* seq_cst fence: pairs with the one in zd_shm_peer_ring (Dekker): the
+	 * re-poll after this arm sees a peer's completion, or the peer sees
+	 * armed and rings the doorbell. */
+	atomic_thread_fence(memory_order_seq_cst);
+	/* Queued (RNR) sends: the target rings our doorbell when it posts a
+	 * receive or frees ring space (zd_shm_qp_rnr_ring). */
+}
+
+static void *waker_main(void *arg)
+{
+	struct zd_shm_ia *sia = arg;
+	struct zd_shm_ia_shared *sh = sia->sh;
+	/* Read before any consumer armed (zd_shm_waker_start): a ring after
+	 * an arm always moves the doorbell past it. */
+	uint32_t seen = sia->waker_seen;
+
+	for (;;) {
+		uint32_t now;
+
+		if (atomic_load_explicit(&sh->closing, memory_order_acquire))
+			break;
+		/* acquire: pairs with the ringer's release increment. */
+		now = atomic_load_explicit(&sh->doorbell, memory_order_acquire);
+		if (now == seen) {
+			syscall(SYS_futex, &sh->doorbell, FUTEX_WAIT, seen, NULL, NULL, 0);
+			continue;
+		}
+		seen = now;
+		/* Clear before waking: a consumer arming after this is woken
+		 * by the next ring; one that armed before is woken now. */
+		atomic_store_explicit(&sh->armed, 0, memory_order_seq_cst);
+		pthread_mutex_lock(&sia->lock);
+		for (struct zd_shm_cq *cq = sia->cqs; cq; cq = cq->next)
+			zd_waiter_wake(&cq->evd->waiter);
+		pthread_mutex_unlock(&sia->lock);
+	}
+	return NULL;
+}
+
+int zd_shm_waker_start(struct zd_shm_ia *sia)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&sia->lock);
+	if (!sia->waker_running) {
+		sia->waker_seen = atomic_load(&sia->sh->doorbell);
+		rc = pthread_create(&sia->waker, NULL, waker_main, sia);
+		if (rc == 0)
+			__atomic_store_n(&sia->waker_running, true, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&sia->lock);
+	return rc;
+}
+
+void zd_shm_waker_stop(struct zd_shm_ia *sia)
+{
+	if (!sia->waker_running)
+		return;
+	atomic_store(&sia->sh->closing, 1);
+	atomic_fetch_add(&sia->sh->doorbell, 1);
+	syscall(SYS_futex, &sia->sh->doorbell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	pthread_join(sia->waker, NULL);
+	sia->waker_running = false;
+}

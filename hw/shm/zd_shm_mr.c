@@ -1,0 +1,144 @@
+/*
+ * The IA's MR table and chunk table in shared memory: what a peer checks an
+ * rkey against (key, bounds, access, PZ) and where it finds the memfd chunk
+ * holding a target range, without asking the target.  Written by the owner
+ * on the control path (under sia->lock) as seqlocks; read lock-free by the
+ * owner's and the peers' data paths (zd_shm_mr_read).
+ */
+#include <string.h>
+
+#include "core/zd_ia.h"
+#include "core/zd_mem_objs.h"
+#include "hw/shm/zd_shm.h"
+#include "mem/zd_chunk.h"
+#include "mem/zd_keygen.h"
+
+uint32_t zd_shm_pz_id(const void *pz)
+{
+	/* Slot index of the PZ in its type-stable zone, plus one (0: none). */
+	return pz ? (uint32_t)(((uintptr_t)pz - zd_obj_zones.base) >> ZD_OBJ_SLOT_SHIFT_PZ) + 1
+		  : 0;
+}
+
+static void seq_begin(_Atomic uint32_t *seq)
+{
+	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	/* release fence: pairs with the readers' acquire fence in
+	 * zd_shm_mr_read: a reader that sees any field below sees seq odd. */
+	atomic_thread_fence(memory_order_release);
+}
+
+static void seq_end(_Atomic uint32_t *seq)
+{
+	/* release: pairs with the readers' acquire load of seq. */
+	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+static uint32_t chunk_slot_of(struct zd_shm_ia *sia, uint64_t addr, uint64_t len)
+{
+	struct zd_chunk_ref ref;
+
+	if (!zd_chunk_lookup((const void *)(uintptr_t)addr, len, &ref))
+		return ZD_SHM_NO_CHUNK;
+	for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
+		if (atomic_load_explicit(&sia->sh->chunks[i].id, memory_order_relaxed) == ref.id)
+			return i;
+	return ZD_SHM_NO_CHUNK;
+}
+
+static void mr_publish(struct zd_shm_mr_entry *e, uint32_t key, uint64_t addr, uint64_t len,
+		       uint32_t access, uint32_t pz_id, uint32_t chunk_slot)
+{
+	seq_begin(&e->seq);
+	atomic_store_explicit(&e->key, key, memory_order_relaxed);
+	atomic_store_explicit(&e->addr, addr, memory_order_relaxed);
+	atomic_store_explicit(&e->len, len, memory_order_relaxed);
+	atomic_store_explicit(&e->access, access, memory_order_relaxed);
+	atomic_store_explicit(&e->pz_id, pz_id, memory_order_relaxed);
+	atomic_store_explicit(&e->chunk_slot, chunk_slot, memory_order_relaxed);
+	seq_end(&e->seq);
+}
+
+DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr)
+{
+	struct zd_shm_ia *sia = ia->dev_priv;
+	uint32_t idx = zd_keygen_index(ia->keygen, lmr->lkey);
+
+	/* The table is indexed by the low key bits (what a peer can compute). */
+	if (idx >= ZD_SHM_MR_ENTRIES || (lmr->lkey & (ZD_SHM_MR_ENTRIES - 1)) != idx ||
+	    lmr->rkey != lmr->lkey)
+		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
+	pthread_mutex_lock(&sia->lock);
+	mr_publish(&sia->sh->mr[idx], lmr->lkey, lmr->addr, lmr->length, (uint32_t)lmr->priv,
+		   zd_shm_pz_id(lmr->pz), chunk_slot_of(sia, lmr->addr, lmr->length));
+	pthread_mutex_unlock(&sia->lock);
+	return DAT_SUCCESS;
+}
+
+void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
+{
+	struct zd_shm_ia *sia = ia->dev_priv;
+	uint32_t idx = lmr->lkey & (ZD_SHM_MR_ENTRIES - 1);
+
+	pthread_mutex_lock(&sia->lock);
+	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == lmr->lkey)
+		mr_publish(&sia->sh->mr[idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
+	pthread_mutex_unlock(&sia->lock);
+}
+
+static int chunk_listener(void *arg, enum zd_chunk_event ev, const struct zd_chunk_ref *c)
+{
+	struct zd_shm_ia *sia = arg;
+	struct zd_shm_chunk_entry *tab = sia->sh->chunks;
+	int ret = 0;
+
+	pthread_mutex_lock(&sia->lock);
+	if (ev == ZD_CHUNK_ADD) {
+		uint32_t i;
+
+		for (i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
+			if (atomic_load_explicit(&tab[i].id, memory_order_relaxed) == 0)
+				break;
+		if (i == ZD_SHM_CHUNK_SLOTS) {
+			/* Not reachable by peers through a mapping; they fall
+			 * back to cross-memory attach. */
+			goto out;
+		}
+		seq_begin(&tab[i].seq);
+		atomic_store_explicit(&tab[i].fd, c->fd, memory_order_relaxed);
+		atomic_store_explicit(&tab[i].base, (uint64_t)(uintptr_t)c->base,
+				      memory_order_relaxed);
+		atomic_store_explicit(&tab[i].len, c->len, memory_order_relaxed);
+		atomic_store_explicit(&tab[i].id, c->id, memory_order_relaxed);
+		seq_end(&tab[i].seq);
+	} else {
+		for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++) {
+			if (atomic_load_explicit(&tab[i].id, memory_order_relaxed) != c->id)
+				continue;
+			seq_begin(&tab[i].seq);
+			atomic_store_explicit(&tab[i].id, 0, memory_order_relaxed);
+			atomic_store_explicit(&tab[i].fd, -1, memory_order_relaxed);
+			seq_end(&tab[i].seq);
+		}
+	}
+out:
+	pthread_mutex_unlock(&sia->lock);
+	return ret;
+}
+
+int zd_shm_chunks_start(struct zd_shm_ia *sia)
+{
+	int rc = zd_chunk_add_listener(chunk_listener, sia);
+
+	sia->listening = rc == 0;
+	return rc;
+}
+
+void zd_shm_chunks_stop(struct zd_shm_ia *sia)
+{
+	if (sia->listening)
+		zd_chunk_remove_listener(chunk_listener, sia);
+	sia->listening = false;
+}

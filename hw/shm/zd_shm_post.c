@@ -1,0 +1,470 @@
+/*
+ * The shm data path: posts execute at once on the poster's thread (the
+ * initiator executes), and complete into the request EVD's CQ.
+ *
+ * Cost of a post (no locks, no allocation):
+ *  - local segments: one seqlocked MR-table entry read per segment;
+ *  - RDMA write/read: one remote MR-table entry read, then memcpy (same
+ *    process, or target in a pool chunk we mapped) or one
+ *    process_vm_writev/readv syscall (any other memory);
+ *  - send: a few loads of the target QP's indices, one CAS on the receive
+ *    slot, the copy as above (or a memcpy into the eager ring), a release
+ *    store of the completion ring tail, and a fence plus one load of the
+ *    target's "armed" flag (a futex wake only when its consumer sleeps);
+ *  - completion: one MPSC ring enqueue and one waiter load.
+ * A send that finds neither a receive nor eager room is queued (RNR) and
+ * retried by the next post or progress of the request EVD; later DTOs of
+ * the EP queue behind it, so every DTO of an EP executes in post order.
+ */
+#include <string.h>
+
+#include "core/zd_ia.h"
+#include "core/zd_ep.h"
+#include "evd/zd_evd.h"
+#include "hw/shm/zd_shm.h"
+
+#define ZD_SHM_RNR (-1)
+
+/* Reading local memory needs no right, as with verbs (stock clients send
+ * from regions registered LOCAL_WRITE only); the key, bounds and PZ are
+ * still checked. */
+#define ZD_SHM_LOCAL_READ 0u
+
+/* Message and RDMA sizes are held to the device limits, not the EP
+ * attributes: stock clients leave those 0 or small and still expect
+ * larger transfers to work, as they do on verbs. */
+
+static inline void qp_set_error(struct zd_shm_qp *qp)
+{
+	atomic_store_explicit(&qp->error, 1, memory_order_relaxed);
+}
+
+static inline void req_complete(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie, int st,
+				uint64_t len, DAT_DTOS op, DAT_COMPLETION_FLAGS flags)
+{
+	if (ZD_UNLIKELY(!qp->req_cq))
+		return;
+	if (ZD_LIKELY(st == DAT_DTO_SUCCESS) &&
+	    ((flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
+	     ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+	      (qp->ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))))
+		return;
+	zd_shm_cq_complete(qp->req_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st,
+			   (DAT_SEG_LENGTH)len, op);
+}
+
+/* Local segments -> iovecs, checking key, bounds, access and PZ. */
+static inline bool local_segs(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			      uint32_t need, struct iovec *out, uint64_t *total)
+{
+	const struct zd_shm_mr_entry *tab = qp->sia->sh->mr;
+	uint64_t sum = 0;
+
+	for (DAT_COUNT i = 0; i < n; i++) {
+		struct zd_shm_mr_view v;
+		uint64_t len = iov[i].segment_length;
+
+		out[i].iov_base = (void *)(uintptr_t)iov[i].virtual_address;
+		out[i].iov_len = len;
+		if (len == 0)
+			continue;
+		if (ZD_UNLIKELY(!zd_shm_mr_read(tab, iov[i].lmr_context, &v) ||
+				!zd_shm_mr_allows(&v, iov[i].virtual_address, len, need, qp->pz_id)))
+			return false;
+		sum += len;
+	}
+	*total = sum;
+	return true;
+}
+
+bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
+			 const DAT_LMR_TRIPLET *iov, struct zd_shm_rq_slot *slot)
+{
+	uint64_t total = 0;
+
+	for (DAT_COUNT i = 0; i < n; i++) {
+		struct zd_shm_mr_view v;
+		uint64_t len = iov[i].segment_length;
+
+		slot->seg[i].addr = iov[i].virtual_address;
+		slot->seg[i].len = (uint32_t)len;
+		slot->seg[i].chunk_slot = ZD_SHM_NO_CHUNK;
+		if (len == 0)
+			continue;
+		if (!zd_shm_mr_read(sia->sh->mr, iov[i].lmr_context, &v) ||
+		    !zd_shm_mr_allows(&v, iov[i].virtual_address, len,
+				      DAT_MEM_PRIV_LOCAL_WRITE_FLAG, pz_id))
+			return false;
+		/* The region's chunk holds every segment inside it. */
+		slot->seg[i].chunk_slot = v.chunk_slot;
+		total += len;
+	}
+	slot->nseg = (uint32_t)n;
+	slot->total = total;
+	return true;
+}
+
+/* ---- RDMA ---- */
+
+static int exec_rdma(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
+{
+	bool write = wr->op == DAT_DTO_RDMA_WRITE;
+	struct iovec liov[ZD_SHM_MAX_SEGS];
+	struct zd_shm_mr_view v;
+	struct zd_shm_seg rseg;
+	uint64_t total;
+
+	if (ZD_UNLIKELY(!local_segs(qp, wr->n, wr->iov,
+				    write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+				    liov, &total)))
+		return DAT_DTO_ERR_LOCAL_PROTECTION;
+	if (ZD_UNLIKELY(total > wr->remote.segment_length ||
+			total > qp->ep->obj.ia->limits.max_rdma_size))
+		return DAT_DTO_ERR_LOCAL_LENGTH;
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
+		return DAT_DTO_ERR_FLUSHED;
+	/* The target's own table, the target QP's PZ: both as the target
+	 * published them; a lying target only hurts itself. */
+	if (ZD_UNLIKELY(!zd_shm_mr_read(qp->peer->ia->mr, wr->remote.rmr_context, &v) ||
+			!zd_shm_mr_allows(&v, wr->remote.virtual_address, total ? total : 1,
+					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
+						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
+		return DAT_DTO_ERR_REMOTE_ACCESS;
+	*done = total;
+	if (total == 0)
+		return DAT_DTO_SUCCESS;
+	rseg.addr = wr->remote.virtual_address;
+	rseg.len = (uint32_t)total;
+	rseg.chunk_slot = v.chunk_slot;
+	if (ZD_UNLIKELY(zd_shm_peer_copy(qp->peer, write, liov, (int)wr->n, &rseg, 1) != 0))
+		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
+	return DAT_DTO_SUCCESS;
+}
+
+/* ---- send ---- */
+
+static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int status,
+			 uint64_t srq_pos, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_shm_comp *c = &qp->rcomp[qp->comp_tail & (qp->r_comp_depth - 1)];
+
+	c->type_flags = type | ((flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ?
+				ZD_SHM_COMP_SOLICITED : 0);
+	c->len = len;
+	c->status = (uint32_t)status;
+	c->srq_pos = srq_pos;
+	qp->comp_tail++;
+	/* release: pairs with the target's acquire load of comp_tail in
+	 * zd_shm_qp_reap: the entry and the data it announces are visible. */
+	atomic_store_explicit(&qp->remote->comp_tail, qp->comp_tail, memory_order_release);
+	zd_shm_peer_ring(qp->peer->ia);
+}
+
+static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
+{
+	struct zd_shm_qp_shared *r = qp->remote;
+	struct iovec liov[ZD_SHM_MAX_SEGS];
+	struct zd_shm_rq_slot *slot = NULL;
+	struct zd_shm_seg segs[ZD_SHM_MAX_SEGS];
+	uint64_t total, pos = 0, eager_head;
+	uint32_t nseg, tag = 0;
+	int st = DAT_DTO_SUCCESS, rst = DAT_DTO_SUCCESS;
+
+	if (ZD_UNLIKELY(!local_segs(qp, wr->n, wr->iov, ZD_SHM_LOCAL_READ, liov, &total)))
+		return DAT_DTO_ERR_LOCAL_PROTECTION;
+	if (ZD_UNLIKELY(total > qp->ep->obj.ia->limits.max_message_size))
+		return DAT_DTO_ERR_LOCAL_LENGTH;
+	if (ZD_UNLIKELY(atomic_load_explicit(&r->error, memory_order_relaxed)))
+		return DAT_DTO_ERR_FLUSHED;
+	/* acquire: pairs with the target's release store of comp_head in
+	 * zd_shm_qp_reap: the entry we are about to overwrite was read. */
+	if (ZD_UNLIKELY(qp->comp_tail - atomic_load_explicit(&r->comp_head, memory_order_acquire) >=
+			qp->r_comp_depth))
+		return ZD_SHM_RNR;
+	/* acquire: pairs with the release store of eager_head in reap. */
+	eager_head = atomic_load_explicit(&r->eager_head, memory_order_acquire);
+	*done = total;
+
+	/* Earlier messages still wait in the eager ring: this one follows. */
+	if (ZD_LIKELY(qp->eager_tail == eager_head)) {
+		if (qp->rsrq) {
+			int64_t p = zd_shm_srq_take(qp->rsrq, qp->rsrq_slots, qp->r_srq_depth,
+						    qp->r_tag);
+			if (p >= 0) {
+				pos = (uint64_t)p;
+				tag = qp->r_tag;
+				slot = &qp->rsrq_slots[pos & (qp->r_srq_depth - 1)];
+			}
+		} else {
+			pos = qp->msg_sent;
+			/* acquire: pairs with the release store of rq_posted
+			 * in zd_shm_post_recv: slot pos is written. */
+			if (atomic_load_explicit(&r->rq_posted, memory_order_acquire) > pos) {
+				uint64_t w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
+
+				slot = &qp->rrq[pos & (qp->r_rq_depth - 1)];
+				if (!atomic_compare_exchange_strong_explicit(&slot->state, &w,
+						zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_TAKEN),
+						memory_order_acquire, memory_order_relaxed)) {
+					/* flushed under us (or a corrupt target) */
+					return DAT_DTO_ERR_FLUSHED;
+				}
+			}
+		}
+	}
+	if (slot) {
+		/* Copy the untrusted descriptor once, then check it. */
+		nseg = slot->nseg;
+		if (nseg > ZD_SHM_MAX_SEGS || slot->total < total) {
+			st = DAT_DTO_ERR_REMOTE_RESPONDER;
+			rst = DAT_DTO_ERR_LOCAL_LENGTH;
+		} else {
+			memcpy(segs, slot->seg, nseg * sizeof(segs[0]));
+			if (zd_shm_peer_copy(qp->peer, true, liov, (int)wr->n, segs, (int)nseg) != 0) {
+				st = DAT_DTO_ERR_REMOTE_RESPONDER;
+				rst = DAT_DTO_ERR_LOCAL_PROTECTION;
+			}
+		}
+		uint64_t w = zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_TAKEN);
+		/* release: the data is in place before the slot reads DONE. */
+		atomic_compare_exchange_strong_explicit(&slot->state, &w,
+				zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_DONE),
+				memory_order_release, memory_order_relaxed);
+		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, wr->flags);
+	} else {
+		uint8_t *dst;
+		uint64_t off = 0;
+
+		if (total > qp->r_eager_size || qp->eager_tail - eager_head >= qp->r_eager_slots)
+			return ZD_SHM_RNR;
+		dst = qp->reager + (qp->eager_tail & (qp->r_eager_slots - 1)) * qp->r_eager_size;
+		for (DAT_COUNT i = 0; i < wr->n; i++) {
+			memcpy(dst + off, liov[i].iov_base, liov[i].iov_len);
+			off += liov[i].iov_len;
+		}
+		qp->eager_tail++;
+		atomic_store_explicit(&r->eager_tail, qp->eager_tail, memory_order_relaxed);
+		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, wr->flags);
+	}
+	if (!qp->rsrq)
+		qp->msg_sent++;
+	return st;
+}
+
+static int exec_wr(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
+{
+	*done = 0;
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote))
+		return DAT_DTO_ERR_FLUSHED;
+	return wr->op == DAT_DTO_SEND ? exec_send(qp, wr, done) : exec_rdma(qp, wr, done);
+}
+
+/* ---- queued requests (RNR) ---- */
+
+/* Asks the target to ring our doorbell when it makes room; true when it
+ * may have made room already (then retry instead of waiting). */
+static bool rnr_announce(struct zd_shm_qp *qp)
+{
+	struct zd_shm_qp_shared *r = qp->remote;
+
+	if (!r || atomic_load_explicit(&r->rnr_wait, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&r->rnr_wait, 1, memory_order_relaxed);
+	if (qp->rsrq)
+		atomic_store_explicit(&qp->rsrq->rnr_wait, 1, memory_order_relaxed);
+	/* seq_cst fence: pairs with the fence in zd_shm_qp_rnr_ring (Dekker
+	 * on rnr_wait vs the room the target makes): the target sees our
+	 * flag, or our retry sees its room. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return true;
+}
+
+static void sq_list(struct zd_shm_qp *qp)
+{
+	if (qp->req_cq && !atomic_exchange(&qp->sq_listed, 1))
+		atomic_fetch_add(&qp->req_cq->backlog, 1);
+}
+
+void zd_shm_qp_progress_sq(struct zd_shm_qp *qp)
+{
+	uint64_t head, tail;
+
+	if (atomic_exchange_explicit(&qp->sq_busy, 1, memory_order_acquire))
+		return;  /* another thread is at it */
+	head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+	/* acquire: pairs with the release store of sq_tail in sq_push. */
+	tail = atomic_load_explicit(&qp->sq_tail, memory_order_acquire);
+	while (head != tail) {
+		const struct zd_shm_wr *wr = &qp->sq[head & (qp->sq_depth - 1)];
+		uint64_t done = 0;
+		int st = exec_wr(qp, wr, &done);
+
+		if (st == ZD_SHM_RNR) {
+			if (rnr_announce(qp))
+				continue;  /* room appeared meanwhile: retry */
+			break;
+		}
+		if (st != DAT_DTO_SUCCESS)
+			qp_set_error(qp);
+		req_complete(qp, wr->cookie, st, done, wr->op, wr->flags);
+		head++;
+		/* release: pairs with the acquire load of sq_head in sq_push:
+		 * the slot was read before it is reused. */
+		atomic_store_explicit(&qp->sq_head, head, memory_order_release);
+	}
+	if (head == tail && atomic_load(&qp->sq_listed)) {
+		atomic_store(&qp->sq_listed, 0);
+		atomic_fetch_sub(&qp->req_cq->backlog, 1);
+		/* A push that raced the store above is listed again here or by
+		 * its poster (the exchange in sq_list decides). */
+		if (atomic_load(&qp->sq_tail) != head)
+			sq_list(qp);
+	}
+	atomic_store_explicit(&qp->sq_busy, 0, memory_order_release);
+}
+
+static DAT_RETURN sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n,
+			  const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+			  const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+{
+	uint64_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	struct zd_shm_wr *wr;
+
+	if (tail - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >= qp->sq_depth)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+	wr = &qp->sq[tail & (qp->sq_depth - 1)];
+	wr->op = op;
+	wr->n = n;
+	wr->cookie = cookie;
+	wr->flags = flags;
+	if (remote)
+		wr->remote = *remote;
+	if (n > 0)
+		memcpy(wr->iov, iov, (size_t)n * sizeof(*iov));
+	/* release: pairs with the acquire load of sq_tail in progress_sq. */
+	atomic_store_explicit(&qp->sq_tail, tail + 1, memory_order_release);
+	sq_list(qp);
+	zd_shm_qp_progress_sq(qp);
+	return DAT_SUCCESS;
+}
+
+static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n,
+				      const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+				      const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+	struct zd_shm_wr wr;
+	uint64_t done = 0;
+	int st;
+
+	if (ZD_UNLIKELY(!qp))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
+			atomic_load_explicit(&qp->sq_head, memory_order_acquire)))
+		return sq_push(qp, op, n, iov, cookie, remote, flags);
+	/* Executes from the caller's arrays; copied only if it must wait. */
+	wr.op = op;
+	wr.n = n;
+	wr.cookie = cookie;
+	wr.flags = flags;
+	if (remote)
+		wr.remote = *remote;
+	if (ZD_LIKELY(n > 0 && n <= ZD_SHM_MAX_SEGS))
+		memcpy(wr.iov, iov, (size_t)n * sizeof(*iov));
+	st = exec_wr(qp, &wr, &done);
+	if (ZD_UNLIKELY(st == ZD_SHM_RNR))
+		return sq_push(qp, op, n, iov, cookie, remote, flags);
+	if (ZD_UNLIKELY(st != DAT_DTO_SUCCESS))
+		qp_set_error(qp);
+	req_complete(qp, cookie, st, done, op, flags);
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_shm_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
+}
+
+DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				  DAT_COMPLETION_FLAGS flags)
+{
+	return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags);
+}
+
+DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				 DAT_COMPLETION_FLAGS flags)
+{
+	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags);
+}
+
+/* ---- receive ---- */
+
+static void recv_flushed(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie, int st)
+{
+	if (qp->recv_cq)
+		zd_shm_cq_complete(qp->recv_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st, 0,
+				   DAT_DTO_RECEIVE);
+}
+
+DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+	struct zd_shm_rq_slot *slot;
+	uint64_t pos, w;
+
+	if (ZD_UNLIKELY(!qp))
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed))) {
+		recv_flushed(qp, cookie, DAT_DTO_ERR_FLUSHED);
+		return DAT_SUCCESS;
+	}
+	/* relaxed: this EP's poster is rq_posted's only writer. */
+	pos = atomic_load_explicit(&qp->own->rq_posted, memory_order_relaxed);
+	slot = &qp->rq[pos & (qp->rq_depth - 1)];
+	/* acquire: pairs with the release that freed the slot in reap. */
+	if (ZD_UNLIKELY((atomic_load_explicit(&slot->state, memory_order_acquire) & 0xf) !=
+			ZD_SHM_SLOT_FREE))
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+	if (ZD_UNLIKELY(!zd_shm_resolve_recv(qp->sia, qp->pz_id, n, iov, slot))) {
+		qp_set_error(qp);
+		recv_flushed(qp, cookie, DAT_DTO_ERR_LOCAL_PROTECTION);
+		return DAT_SUCCESS;
+	}
+	qp->rq_cookie[pos & (qp->rq_depth - 1)] = cookie;
+	atomic_store_explicit(&slot->state, zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED),
+			      memory_order_relaxed);
+	/* release: pairs with the sender's acquire load of rq_posted in
+	 * exec_send: the descriptor and its state are visible first. */
+	atomic_store_explicit(&qp->own->rq_posted, pos + 1, memory_order_release);
+	/* seq_cst fence: pairs with the seq_cst load of rq_posted in
+	 * zd_shm_qp_flush_recvs (Dekker on error): a concurrent flush either
+	 * sees this receive or we see its error and flush it ourselves.  It
+	 * also orders rq_posted before the rnr_wait load below. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->own->rnr_wait, memory_order_relaxed)))
+		zd_shm_qp_rnr_ring(qp);
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed))) {
+		w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
+		if (atomic_compare_exchange_strong(&slot->state, &w,
+				zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED)))
+			recv_flushed(qp, cookie, DAT_DTO_ERR_FLUSHED);
+	}
+	return DAT_SUCCESS;
+}
+
+void zd_shm_qp_rnr_ring(struct zd_shm_qp *qp)
+{
+	/* seq_cst fence: pairs with the one in rnr_announce; our room was
+	 * published (release) before it. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&qp->own->rnr_wait, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&qp->own->rnr_wait, 0, memory_order_relaxed);
+	/* acquire: pairs with the release store of qp->remote in connect. */
+	if (__atomic_load_n(&qp->remote, __ATOMIC_ACQUIRE) && qp->peer)
+		zd_shm_peer_ring(qp->peer->ia);
+}

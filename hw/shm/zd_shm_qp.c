@@ -1,0 +1,505 @@
+/*
+ * QPs of the shm device: the shared region a QP owns (receive queue,
+ * completion ring its peer fills, eager ring), the mapping of its peer's,
+ * and the receive side's reaping into the recv EVD.
+ *
+ * Region layout (owner = target of the peer's sends):
+ *   struct zd_shm_qp_shared           header + owner/peer index lines
+ *   rq[rq_depth]                      receives posted by the owner
+ *   comp[comp_depth]                  receive completions, peer -> owner (SPSC)
+ *   eager[eager_slots][eager_size]    early messages, peer -> owner (SPSC)
+ *
+ * Message n of a connection lands either in receive slot n (the peer saw it
+ * posted) or in the eager ring (it did not, or earlier messages still wait
+ * there); either way its completion entry is the n-th in the ring, so
+ * completions come in send order and an eager message is matched by the
+ * owner with exactly the receive slot it would have taken.  With an SRQ the
+ * buffer is whichever SRQ slot the sender (or, for eager, the owner) claims.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <urcu-bp.h>
+
+#include "core/zd_ia.h"
+#include "core/zd_ep.h"
+#include "core/zd_srq.h"
+#include "evd/zd_evd.h"
+#include "hw/shm/zd_shm.h"
+
+static uint32_t pow2_at_least(uint64_t v, uint32_t min)
+{
+	uint32_t p = min;
+
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+struct qp_layout {
+	uint64_t rq_off, comp_off, eager_off, size;
+};
+
+static bool qp_layout(uint32_t rq_depth, uint32_t comp_depth, uint32_t eager_slots,
+		      uint32_t eager_size, struct qp_layout *l)
+{
+	if (!rq_depth || (rq_depth & (rq_depth - 1)) || rq_depth > (1u << 20) ||
+	    !comp_depth || (comp_depth & (comp_depth - 1)) || comp_depth > (1u << 22) ||
+	    eager_slots == 0 || (eager_slots & (eager_slots - 1)) || eager_slots > 4096 ||
+	    eager_size == 0 || eager_size > (1u << 20) || (eager_size % ZD_CACHE_LINE))
+		return false;
+	l->rq_off = (sizeof(struct zd_shm_qp_shared) + ZD_CACHE_LINE - 1) & ~(uint64_t)(ZD_CACHE_LINE - 1);
+	l->comp_off = l->rq_off + (uint64_t)rq_depth * sizeof(struct zd_shm_rq_slot);
+	l->eager_off = (l->comp_off + (uint64_t)comp_depth * sizeof(struct zd_shm_comp) +
+			ZD_CACHE_LINE - 1) & ~(uint64_t)(ZD_CACHE_LINE - 1);
+	l->size = l->eager_off + (uint64_t)eager_slots * eager_size;
+	return true;
+}
+
+static void qp_region_init(struct zd_shm_qp *qp)
+{
+	struct zd_shm_qp_shared *own = qp->own;
+
+	atomic_store(&own->rq_posted, 0);
+	atomic_store(&own->error, 0);
+	atomic_store(&own->comp_head, 0);
+	atomic_store(&own->eager_head, 0);
+	atomic_store(&own->comp_tail, 0);
+	atomic_store(&own->eager_tail, 0);
+	for (uint32_t i = 0; i < qp->rq_depth; i++)
+		atomic_store(&qp->rq[i].state, zd_shm_slot_word(0, 0, ZD_SHM_SLOT_FREE));
+	qp->msg_seen = 0;
+}
+
+DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
+{
+	struct zd_shm_ia *sia = ep->obj.ia->dev_priv;
+	struct zd_shm_qp *qp = calloc(1, sizeof(*qp));
+	struct qp_layout l;
+	uint32_t srq_depth = 0;
+	DAT_RETURN ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+
+	if (!qp)
+		return ret;
+	qp->ep = ep;
+	qp->sia = sia;
+	qp->pz_id = zd_shm_pz_id(ep->pz);
+	qp->region.fd = -1;
+	qp->rregion.fd = -1;
+	qp->rsrq_region.fd = -1;
+	if (ep->srq) {
+		qp->srq = ep->srq->dev_priv;
+		srq_depth = qp->srq->depth;
+	}
+	qp->rq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_recv_dtos, 1), 1);
+	qp->comp_depth = pow2_at_least((uint64_t)qp->rq_depth + ZD_SHM_EAGER_SLOTS + srq_depth, 64);
+	if (!qp_layout(qp->rq_depth, qp->comp_depth, ZD_SHM_EAGER_SLOTS, ZD_SHM_EAGER_SIZE, &l))
+		goto err;
+	if (zd_shm_region_create(&qp->region, l.size, "zdapl-shm-qp") != 0)
+		goto err;
+	qp->own = qp->region.base;
+	qp->own->magic = ZD_SHM_MAGIC_QP;
+	qp->own->rq_depth = qp->rq_depth;
+	qp->own->comp_depth = qp->comp_depth;
+	qp->own->eager_slots = ZD_SHM_EAGER_SLOTS;
+	qp->own->eager_size = ZD_SHM_EAGER_SIZE;
+	qp->own->rq_off = l.rq_off;
+	qp->own->comp_off = l.comp_off;
+	qp->own->eager_off = l.eager_off;
+	qp->own->size = l.size;
+	qp->rq = (void *)((char *)qp->own + l.rq_off);
+	qp->comp = (void *)((char *)qp->own + l.comp_off);
+	qp->eager = (uint8_t *)qp->own + l.eager_off;
+	qp->rq_cookie = calloc(qp->rq_depth, sizeof(*qp->rq_cookie));
+	qp->sq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_request_dtos, 1), 1);
+	qp->sq = calloc(qp->sq_depth, sizeof(*qp->sq));
+	if (!qp->rq_cookie || !qp->sq)
+		goto err;
+	qp_region_init(qp);
+
+	pthread_mutex_lock(&sia->lock);
+	sia->next_tag = (sia->next_tag + 1) & ZD_SHM_TAG_MASK;
+	if (!sia->next_tag)
+		sia->next_tag = 1;
+	qp->tag = sia->next_tag;
+	pthread_mutex_unlock(&sia->lock);
+
+	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
+	qp->req_cq = ep->request_evd ? ep->request_evd->cq_priv : NULL;
+	if (qp->recv_cq && zd_shm_cq_attach(qp->recv_cq, qp, true) != 0)
+		goto err;
+	if (qp->req_cq && zd_shm_cq_attach(qp->req_cq, qp, false) != 0)
+		goto err_recv;
+	if (qp->srq && zd_shm_srq_attach(qp->srq, qp, true) != 0)
+		goto err_req;
+	ep->dev_priv = qp;
+	return DAT_SUCCESS;
+err_req:
+	if (qp->req_cq)
+		zd_shm_cq_detach(qp->req_cq, qp, false);
+err_recv:
+	if (qp->recv_cq)
+		zd_shm_cq_detach(qp->recv_cq, qp, true);
+err:
+	free(qp->sq);
+	free(qp->rq_cookie);
+	zd_shm_region_destroy(&qp->region);
+	free(qp);
+	return ret;
+}
+
+size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+	struct zd_shm_blob b;
+
+	if (!qp || max < sizeof(b))
+		return 0;
+	memset(&b, 0, sizeof(b));
+	b.version = ZD_SHM_BLOB_VERSION;
+	b.pid = getpid();
+	b.ia_uid = qp->sia->sh->uid;
+	b.ia_fd = qp->sia->region.fd;
+	b.ia_size = qp->sia->region.size;
+	b.qp_fd = qp->region.fd;
+	b.qp_size = qp->region.size;
+	b.srq_fd = qp->srq ? qp->srq->region.fd : -1;
+	b.srq_size = qp->srq ? qp->srq->region.size : 0;
+	b.qp_tag = qp->tag;
+	b.pz_id = qp->pz_id;
+	memcpy(blob, &b, sizeof(b));
+	return sizeof(b);
+}
+
+static void qp_unmap_peer(struct zd_shm_qp *qp)
+{
+	zd_shm_region_unmap(&qp->rregion);
+	zd_shm_region_unmap(&qp->rsrq_region);
+	qp->remote = NULL;
+	qp->rsrq = NULL;
+	if (qp->peer)
+		zd_shm_peer_put(qp->sia, qp->peer);
+	qp->peer = NULL;
+}
+
+DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+	struct zd_shm_blob b;
+	struct zd_shm_qp_shared *r;
+	struct qp_layout l;
+
+	if (!qp || !peer_blob || len != sizeof(b))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	memcpy(&b, peer_blob, sizeof(b));
+	if (b.version != ZD_SHM_BLOB_VERSION || b.qp_size == 0 || b.qp_size > (1ull << 32))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (qp->remote)
+		qp_unmap_peer(qp);
+	qp->peer = zd_shm_peer_get(qp->sia, &b);
+	if (!qp->peer)
+		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
+	if (zd_shm_region_map_remote(&qp->rregion, qp->peer->pidfd, b.qp_fd, b.qp_size) != 0)
+		goto err;
+	r = qp->rregion.base;
+	/* Read the geometry once, validate it, and never trust it again. */
+	if (r->magic != ZD_SHM_MAGIC_QP ||
+	    !qp_layout(r->rq_depth, r->comp_depth, r->eager_slots, r->eager_size, &l) ||
+	    l.rq_off != r->rq_off || l.comp_off != r->comp_off || l.eager_off != r->eager_off ||
+	    l.size > b.qp_size)
+		goto err;
+	qp->r_rq_depth = r->rq_depth;
+	qp->r_comp_depth = r->comp_depth;
+	qp->r_eager_slots = r->eager_slots;
+	qp->r_eager_size = r->eager_size;
+	qp->rrq = (void *)((char *)r + l.rq_off);
+	qp->rcomp = (void *)((char *)r + l.comp_off);
+	qp->reager = (uint8_t *)r + l.eager_off;
+	qp->r_tag = b.qp_tag & ZD_SHM_TAG_MASK;
+	qp->r_pz_id = b.pz_id;
+	if (b.srq_fd >= 0) {
+		struct zd_shm_srq_shared *s;
+
+		if (b.srq_size < sizeof(*s) || b.srq_size > (1ull << 32) ||
+		    zd_shm_region_map_remote(&qp->rsrq_region, qp->peer->pidfd, b.srq_fd,
+					     b.srq_size) != 0)
+			goto err;
+		s = qp->rsrq_region.base;
+		if (s->magic != ZD_SHM_MAGIC_SRQ || !s->depth || (s->depth & (s->depth - 1)) ||
+		    s->slots_off < sizeof(*s) ||
+		    s->slots_off + (uint64_t)s->depth * sizeof(struct zd_shm_rq_slot) > b.srq_size)
+			goto err;
+		qp->r_srq_depth = s->depth;
+		qp->rsrq_slots = (void *)((char *)s + s->slots_off);
+		qp->rsrq = s;
+	}
+	qp->msg_sent = 0;
+	qp->comp_tail = 0;
+	qp->eager_tail = 0;
+	/* release: the mapping above is complete before posts see remote. */
+	__atomic_store_n(&qp->remote, r, __ATOMIC_RELEASE);
+	return DAT_SUCCESS;
+err:
+	qp_unmap_peer(qp);
+	return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+}
+
+/* Reports every receive of @qp not yet filled as flushed (any thread; the
+ * slot state CAS decides who reports each receive exactly once). */
+void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final)
+{
+	/* @final (QP going away): filled but unreaped receives too. */
+	unsigned last = final ? ZD_SHM_SLOT_DONE : ZD_SHM_SLOT_TAKEN;
+
+	uint64_t posted, pos;
+
+	if (qp->srq) {
+		struct zd_shm_srq *s = qp->srq;
+
+		for (uint32_t i = 0; i < s->depth; i++) {
+			uint64_t w = atomic_load_explicit(&s->slots[i].state, memory_order_acquire);
+
+			if ((w & 0xf) < ZD_SHM_SLOT_TAKEN || (w & 0xf) > last ||
+			    ((w >> 4) & ZD_SHM_TAG_MASK) != qp->tag)
+				continue;
+			if (atomic_compare_exchange_strong(&s->slots[i].state, &w,
+							   zd_shm_slot_word(w >> 24, 0, ZD_SHM_SLOT_FREE)))
+				if (qp->recv_cq)
+					zd_shm_cq_complete(qp->recv_cq, qp->ep, s->cookie[i],
+							   DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE);
+		}
+		return;
+	}
+	/* seq_cst: pairs with the fence in zd_shm_post_recv (Dekker on error
+	 * vs rq_posted): a receive posted concurrently is flushed here or by
+	 * its poster.  Also acquires the slots below rq_posted. */
+	posted = atomic_load_explicit(&qp->own->rq_posted, memory_order_seq_cst);
+	pos = posted > qp->rq_depth ? posted - qp->rq_depth : 0;
+	for (; pos < posted; pos++) {
+		struct zd_shm_rq_slot *s = &qp->rq[pos & (qp->rq_depth - 1)];
+
+		for (unsigned st = ZD_SHM_SLOT_POSTED; st <= last; st++) {
+			uint64_t w = zd_shm_slot_word(pos, 0, st);
+
+			if (atomic_compare_exchange_strong(&s->state, &w,
+					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED))) {
+				if (qp->recv_cq)
+					zd_shm_cq_complete(qp->recv_cq, qp->ep,
+							   qp->rq_cookie[pos & (qp->rq_depth - 1)],
+							   DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE);
+				break;
+			}
+		}
+	}
+}
+
+void zd_shm_qp_flush(struct zd_ep *ep)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+	bool first;
+
+	if (!qp)
+		return;
+	first = !atomic_exchange(&qp->flushed, 1);
+	atomic_store(&qp->error, 1);
+	/* The peer's later sends see it and complete in error. */
+	atomic_store(&qp->own->error, 1);
+	zd_shm_qp_flush_recvs(qp, false);
+	/* An SRQ consumer learns that no more receives will be taken for
+	 * this EP (IB's "last WQE reached"): stock SRQ clients wait for it
+	 * before freeing the EP. */
+	if (first && qp->srq)
+		zd_evd_post_async(&ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+	/* A peer waiting for room learns of the error instead. */
+	zd_shm_qp_rnr_ring(qp);
+	/* Queued sends are flushed by the next progress of the request EVD
+	 * (they keep it counted in req_cq->backlog). */
+	if (qp->req_cq)
+		zd_waiter_notify(&qp->req_cq->evd->waiter);
+}
+
+DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+
+	if (!qp)
+		return DAT_SUCCESS;
+	zd_shm_qp_flush(ep);
+	zd_shm_qp_progress_sq(qp);
+	qp_unmap_peer(qp);
+	qp_region_init(qp);
+	atomic_store(&qp->sq_head, 0);
+	atomic_store(&qp->sq_tail, 0);
+	atomic_store(&qp->error, 0);
+	atomic_store(&qp->flushed, 0);
+	return DAT_SUCCESS;
+}
+
+void zd_shm_qp_destroy(struct zd_ep *ep)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+
+	if (!qp)
+		return;
+	/* The EP is going away: no "last WQE" event naming it. */
+	atomic_store(&qp->flushed, 1);
+	zd_shm_qp_flush(ep);
+	zd_shm_qp_progress_sq(qp);
+	/* After detach (an RCU grace period) no poller is inside this QP. */
+	if (qp->recv_cq)
+		zd_shm_cq_detach(qp->recv_cq, qp, true);
+	if (qp->req_cq)
+		zd_shm_cq_detach(qp->req_cq, qp, false);
+	if (qp->srq)
+		zd_shm_srq_attach(qp->srq, qp, false);
+	/* Receives the peer filled but nobody reaped: report them flushed. */
+	zd_shm_qp_flush_recvs(qp, true);
+	qp_unmap_peer(qp);
+	zd_shm_region_destroy(&qp->region);
+	free(qp->rq_cookie);
+	free(qp->sq);
+	free(qp);
+	ep->dev_priv = NULL;
+}
+
+/* ---- receive side: reaping the completion ring (recv CQ poller) ---- */
+
+static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
+		       DAT_DTO_COMPLETION_STATUS st, uint32_t len)
+{
+	DAT_EVENT ev;
+	struct zd_evd *evd = qp->recv_cq->evd;
+
+	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	ev.evd_handle = evd;
+	ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
+		.ep_handle = qp->ep, .user_cookie = cookie, .status = st,
+		.transfered_length = st == DAT_DTO_SUCCESS ? len : 0,
+		.operation = DAT_DTO_RECEIVE,
+	};
+	/* cq_poll's budget is the room in the ring. */
+	zd_ring_enqueue(evd->ring, &ev);
+}
+
+/* Copies an eager message into a receive slot this process posted (its
+ * segments were checked at post time). */
+static DAT_DTO_COMPLETION_STATUS eager_copy(const struct zd_shm_rq_slot *s, const uint8_t *src,
+					    uint32_t len)
+{
+	uint32_t nseg = s->nseg, off = 0;
+
+	if (len > s->total || nseg > ZD_SHM_MAX_SEGS)
+		return DAT_DTO_ERR_LOCAL_LENGTH;
+	for (uint32_t i = 0; i < nseg && off < len; i++) {
+		uint32_t n = ZD_MIN(s->seg[i].len, len - off);
+
+		memcpy((void *)(uintptr_t)s->seg[i].addr, src + off, n);
+		off += n;
+	}
+	return DAT_DTO_SUCCESS;
+}
+
+int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
+{
+	struct zd_shm_qp_shared *own = qp->own;
+	uint64_t head = atomic_load_explicit(&own->comp_head, memory_order_relaxed);
+	uint64_t eager_head = atomic_load_explicit(&own->eager_head, memory_order_relaxed);
+	/* acquire: pairs with the peer's release store of comp_tail after it
+	 * wrote the entry (and the data it announces). */
+	uint64_t tail = atomic_load_explicit(&own->comp_tail, memory_order_acquire);
+	const uint32_t rq_mask = qp->rq_depth - 1;
+	int n = 0;
+
+	if (head == tail)
+		return 0;
+	if (ZD_UNLIKELY(tail - head > qp->comp_depth)) {
+		/* A corrupt peer: stop listening to it. */
+		if (!atomic_exchange(&qp->flushed_rq, 1)) {
+			atomic_store(&qp->error, 1);
+			zd_shm_qp_flush_recvs(qp, false);
+		}
+		return 0;
+	}
+	while (head != tail && n < budget) {
+		struct zd_shm_comp c = qp->comp[head & (qp->comp_depth - 1)];
+		unsigned type = c.type_flags & 0xff;
+		DAT_DTO_COMPLETION_STATUS st = c.status <= DAT_DTO_ERR_PARTIAL_PACKET ?
+					       (DAT_DTO_COMPLETION_STATUS)c.status :
+					       DAT_DTO_ERR_TRANSPORT;
+
+		if (qp->srq) {
+			struct zd_shm_srq *s = qp->srq;
+			uint64_t pos;
+			struct zd_shm_rq_slot *slot;
+			uint64_t w;
+
+			if (type == ZD_SHM_COMP_EAGER) {
+				int64_t p = zd_shm_srq_take(s->sh, s->slots, s->depth, qp->tag);
+
+				if (p < 0)
+					break;  /* no buffer yet: later messages wait too */
+				pos = (uint64_t)p;
+				slot = &s->slots[pos & (s->depth - 1)];
+				st = c.len > qp->own->eager_size ? DAT_DTO_ERR_LOCAL_LENGTH :
+				     eager_copy(slot, qp->eager + (eager_head & (ZD_SHM_EAGER_SLOTS - 1)) *
+						ZD_SHM_EAGER_SIZE, c.len);
+				eager_head++;
+				w = zd_shm_slot_word(pos, qp->tag, ZD_SHM_SLOT_TAKEN);
+			} else {
+				pos = c.srq_pos;
+				slot = &s->slots[pos & (s->depth - 1)];
+				w = zd_shm_slot_word(pos, qp->tag, ZD_SHM_SLOT_DONE);
+			}
+			/* Only a slot this QP's peer (or we) filled completes
+			 * here; the CAS also loses to a flush. */
+			if (atomic_compare_exchange_strong(&slot->state, &w,
+					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE))) {
+				recv_event(qp, s->cookie[pos & (s->depth - 1)], st, c.len);
+				n++;
+			}
+			zd_shm_srq_check_lw(s);
+		} else {
+			uint64_t pos = qp->msg_seen;
+			struct zd_shm_rq_slot *slot = &qp->rq[pos & rq_mask];
+			uint64_t w;
+
+			if (type == ZD_SHM_COMP_EAGER) {
+				/* relaxed: only this process writes rq_posted. */
+				if (atomic_load_explicit(&own->rq_posted, memory_order_relaxed) <= pos)
+					break;  /* receive n not posted yet */
+				w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
+				if (atomic_compare_exchange_strong(&slot->state, &w,
+						zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_TAKEN))) {
+					st = c.len > qp->own->eager_size ? DAT_DTO_ERR_LOCAL_LENGTH :
+					     eager_copy(slot, qp->eager +
+							(eager_head & (ZD_SHM_EAGER_SLOTS - 1)) *
+							ZD_SHM_EAGER_SIZE, c.len);
+					w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
+					atomic_store(&slot->state, w);
+				}
+				eager_head++;
+			}
+			w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
+			if (atomic_compare_exchange_strong(&slot->state, &w,
+					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE))) {
+				recv_event(qp, qp->rq_cookie[pos & rq_mask], st, c.len);
+				n++;
+			} else if ((w & 0xf) == ZD_SHM_SLOT_FLUSHED && w >> 24 == pos) {
+				/* The flush reported it: free the slot. */
+				atomic_store_explicit(&slot->state,
+						      zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE),
+						      memory_order_release);
+			}
+			qp->msg_seen = pos + 1;
+		}
+		head++;
+	}
+	/* release: pairs with the peer's acquire loads of eager_head and
+	 * comp_head: our reads of those entries and slots are done. */
+	atomic_store_explicit(&own->eager_head, eager_head, memory_order_release);
+	atomic_store_explicit(&own->comp_head, head, memory_order_release);
+	/* Room made: a peer waiting for it (RNR) is rung. */
+	zd_shm_qp_rnr_ring(qp);
+	return n;
+}
