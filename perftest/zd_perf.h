@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * zd_perf: the shared half of the perftest-style benchmarks
+ * (zd_{write,read,send}_{lat,bw}). Options, clock, statistics and printing
+ * in zd_perf.c; DAT setup, connection, the control channel and teardown in
+ * zd_perf_dat.c; the measured loops in zd_perf_lat.c and zd_perf_bw.c.
+ *
+ * Written only against the DAT 2.0 API (libdat2), so the same binaries run
+ * over any DAT provider: nothing here includes a zdapl header. zdapl's
+ * registered pool is found at run time with dlsym (--mem pool).
+ */
+#ifndef ZD_PERF_H
+#define ZD_PERF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include <netinet/in.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include <dat2/udat.h>
+
+#define ZD_PERF_DEF_PORT      18515
+#define ZD_PERF_DEF_IA        "zdapl-shm"
+#define ZD_PERF_MIN_SIZE_ALL  2u
+#define ZD_PERF_MAX_SIZE      (8u << 20)     /* perftest's -a goes to 2^23 */
+#define ZD_PERF_LAT_TAIL      2              /* perftest drops the 2 worst samples */
+#define ZD_PERF_MAX_SAMPLES   (10u * 1000 * 1000) /* per-message timestamps kept up to this */
+#define ZD_PERF_EXIT_SKIP     77             /* meson/automake "skipped" */
+
+enum zd_perf_verb { ZD_PERF_SEND, ZD_PERF_WRITE, ZD_PERF_READ };
+enum zd_perf_kind { ZD_PERF_LAT, ZD_PERF_BW };
+enum zd_perf_mem { ZD_PERF_MEM_DEFAULT, ZD_PERF_MEM_MALLOC, ZD_PERF_MEM_POOL,
+		   ZD_PERF_MEM_HUGEPAGE };
+
+/* Command line. The client's values rule: it sends them to the server in
+ * the connection request, and the server runs the same schedule. */
+struct zd_perf_opts {
+	enum zd_perf_verb verb;
+	enum zd_perf_kind kind;
+	const char *prog;
+	const char *server_host;        /* NULL: this side is the server */
+	const char *ia_name;
+	uint64_t port;                  /* DAT connection qualifier */
+	bool port_given;
+	uint32_t size;
+	uint32_t max_size;              /* -a: last size */
+	bool all_sizes;
+	uint64_t iters;
+	unsigned duration_s;            /* 0: iteration mode */
+	unsigned tx_depth;
+	unsigned rx_depth;
+	unsigned cq_mod;                /* bw: one signalled completion per cq_mod posts */
+	bool report_gbits;
+	bool loopback;
+	bool quiet;                     /* loopback server: results come from the client */
+	const char *json_path;
+	enum zd_perf_mem mem;
+	unsigned timeout_s;             /* connect / peer progress timeout */
+	bool timeout_given;
+};
+
+/* Both sides' buffers: [recv area | send area | control lines], one LMR. */
+#define ZD_PERF_CTRL_BYTES 4096
+struct zd_perf_ctrl {
+	/* Written by the peer (RDMA write), read here by polling. */
+	volatile uint64_t in_sync __attribute__((aligned(64)));
+	volatile uint64_t in_credit __attribute__((aligned(64)));
+	/* Local sources of the 8-byte RDMA writes to the peer's in_* words. */
+	uint64_t out_sync __attribute__((aligned(64)));
+	uint64_t out_credit __attribute__((aligned(64)));
+};
+
+/* What one side tells the other in the connection's private data (48 bytes
+ * fit every DAT provider: dtest uses 48). Little-endian on the wire. */
+#define ZD_PERF_WIRE_MAGIC   0x4650445au   /* "ZDPF" */
+#define ZD_PERF_WIRE_VERSION 1
+#define ZD_PERF_WIRE_ALL      0x1
+#define ZD_PERF_WIRE_DURATION 0x2
+struct zd_perf_wire {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t test;                   /* verb << 1 | kind: both run the same test */
+	uint8_t flags;
+	uint8_t reserved;
+	uint32_t size;                  /* -s, or the last size with -a */
+	uint32_t duration_s;
+	uint32_t tx_depth;
+	uint32_t rx_depth;              /* send tests: recvs the receiver keeps posted */
+	uint64_t iters;
+	uint64_t addr;                  /* DAT_VADDR of the buffer */
+	uint32_t rkey;                  /* DAT_RMR_CONTEXT */
+	uint32_t buf_len_kib;           /* buffer length / 1024 */
+};
+_Static_assert(sizeof(struct zd_perf_wire) == 48, "the wire is 48 bytes, no padding");
+_Static_assert(sizeof(struct zd_perf_ctrl) <= ZD_PERF_CTRL_BYTES, "control lines fit");
+
+/* What a --loopback server tells its parent once its PSP listens. */
+struct zd_perf_ready {
+	struct sockaddr_in addr;        /* its IA address */
+	uint64_t port;                  /* the connection qualifier it listens on */
+};
+
+/* One connected endpoint and its registered buffer. */
+struct zd_perf_conn {
+	const struct zd_perf_opts *o;
+	bool is_server;
+	DAT_IA_HANDLE ia;
+	DAT_PZ_HANDLE pz;
+	DAT_EVD_HANDLE req_evd, recv_evd, conn_evd, cr_evd;
+	DAT_EP_HANDLE ep;
+	DAT_PSP_HANDLE psp;
+	DAT_LMR_HANDLE lmr;
+	DAT_LMR_CONTEXT lkey;
+	DAT_RMR_CONTEXT rkey;
+	uint8_t *buf;                   /* recv area at 0, send area at area_len */
+	uint64_t buf_len;
+	uint64_t area_len;
+	struct zd_perf_ctrl *ctrl;      /* at 2 * area_len */
+	enum zd_perf_mem mem_used;
+	const char *mem_desc;
+	bool suppress_ok;               /* provider takes DAT_COMPLETION_SUPPRESS_FLAG */
+	int max_rdma_read_out;
+	uint64_t max_msg;               /* min(max_message_size, max_rdma_size) */
+	struct sockaddr_in local_addr, remote_addr;
+	struct zd_perf_wire peer;       /* decoded peer parameters */
+	uint64_t peer_addr;             /* the peer's recv area; send area follows */
+	uint64_t peer_area_len;
+	uint64_t peer_ctrl;             /* address of the peer's struct zd_perf_ctrl */
+	DAT_RMR_CONTEXT peer_rkey;
+	void (*mem_free)(void *);       /* pool: zdapl_mem_free */
+	uint64_t sync_token;
+	uint64_t req_posted, req_done;  /* control writes in flight (sync/credit) */
+};
+
+/* A size's measurement, ready to print. */
+struct zd_perf_lat_result {
+	uint32_t size;
+	uint64_t iters;
+	double t_min, t_max, t_typical, t_avg, t_stdev, p99, p999;   /* usec */
+	double tps;                     /* duration mode */
+	bool duration;
+};
+struct zd_perf_bw_result {
+	uint32_t size;
+	uint64_t iters;
+	double bw_peak, bw_avg, msg_rate;   /* in the report unit; Mpps */
+};
+
+/* ---- clock --------------------------------------------------------------- */
+extern bool zd_perf_use_tsc;
+extern double zd_perf_ticks_per_usec;
+void zd_perf_clock_init(void);
+
+static inline uint64_t zd_perf_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (zd_perf_use_tsc)
+		return __rdtsc();
+#endif
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t zd_perf_usec_to_ticks(double us)
+{
+	return (uint64_t)(us * zd_perf_ticks_per_usec);
+}
+
+/* ---- common -------------------------------------------------------------- */
+int zd_perf_main(int argc, char **argv, enum zd_perf_verb verb,
+		 enum zd_perf_kind kind);
+const char *zd_perf_verb_name(enum zd_perf_verb verb);
+const char *zd_perf_test_name(enum zd_perf_verb verb, enum zd_perf_kind kind);
+_Noreturn void zd_perf_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A DAT call failed: DAT_NOT_IMPLEMENTED exits ZD_PERF_EXIT_SKIP, else 1. */
+_Noreturn void zd_perf_dat_die(DAT_RETURN ret, const char *call);
+const char *zd_perf_dat_strerror(DAT_RETURN ret, char *buf, size_t len);
+
+/* The sizes a run covers, in order. */
+unsigned zd_perf_sizes(const struct zd_perf_opts *o, uint32_t *sizes, unsigned cap);
+void zd_perf_progress(const struct zd_perf_opts *o, uint32_t size, unsigned idx,
+		      unsigned n, uint64_t t0);
+
+void zd_perf_lat_stats(uint64_t *deltas, uint64_t n, double rtt_factor,
+		       struct zd_perf_lat_result *r);
+void zd_perf_print_header(const struct zd_perf_conn *c);
+void zd_perf_print_columns(const struct zd_perf_opts *o);
+void zd_perf_print_lat(const struct zd_perf_opts *o, const struct zd_perf_lat_result *r);
+void zd_perf_print_bw(const struct zd_perf_opts *o, const struct zd_perf_bw_result *r);
+void zd_perf_print_footer(void);
+
+struct zd_perf_json;
+struct zd_perf_json *zd_perf_json_open(const struct zd_perf_conn *c);
+void zd_perf_json_lat(struct zd_perf_json *j, const struct zd_perf_lat_result *r);
+void zd_perf_json_bw(struct zd_perf_json *j, const struct zd_perf_bw_result *r);
+void zd_perf_json_close(struct zd_perf_json *j);
+
+/* ---- DAT (zd_perf_dat.c) ------------------------------------------------- */
+void zd_perf_conn_open(struct zd_perf_conn *c, struct zd_perf_opts *o,
+		       bool is_server, int ready_fd);
+void zd_perf_conn_close(struct zd_perf_conn *c);
+/* Both sides call with the same token sequence; returns once the peer got
+ * there too (an 8-byte RDMA write each way). */
+void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s);
+/* Non-blocking: one completion, checked (a failed one exits); returns its
+ * cookie, or 0 if none (data cookies are 1-based; control-write completions
+ * are counted in req_done and also return 0). */
+uint64_t zd_perf_poll_req(struct zd_perf_conn *c);
+uint64_t zd_perf_poll_recv(struct zd_perf_conn *c, uint32_t *len);
+/* One post (exits on failure: the loops never exceed the EP's depth);
+ * cookie > 0; unsignalled posts use DAT_COMPLETION_SUPPRESS_FLAG. */
+void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
+		  uint64_t cookie, bool signalled);
+void zd_perf_post_recv(struct zd_perf_conn *c, uint64_t cookie);
+/* Send server: tells the client how many receives it has reposted. */
+void zd_perf_post_credit(struct zd_perf_conn *c, uint64_t credit);
+
+/* Bounded spinning: every loop that waits on the peer ticks a waiter, which
+ * every 1024 spins checks the clock against `limit_s` (0: --timeout) and
+ * the connection EVD for a peer that went away. Reset it on progress. */
+struct zd_perf_waiter {
+	uint64_t spins;
+	uint64_t deadline;
+	unsigned limit_s;
+	const char *what;
+};
+void zd_perf_waiter_slow(struct zd_perf_conn *c, struct zd_perf_waiter *w);
+
+static inline void zd_perf_waiter_init(struct zd_perf_waiter *w, unsigned limit_s,
+				       const char *what)
+{
+	w->spins = 0;
+	w->deadline = 0;
+	w->limit_s = limit_s;
+	w->what = what;
+}
+
+static inline void zd_perf_waiter_tick(struct zd_perf_conn *c, struct zd_perf_waiter *w)
+{
+	if ((++w->spins & 0x3ff) == 0)
+		zd_perf_waiter_slow(c, w);
+}
+
+static inline void zd_perf_waiter_progress(struct zd_perf_waiter *w)
+{
+	w->deadline = 0;
+}
+
+/* How long a side may sit passively while the peer measures: the peer's
+ * run has no a-priori bound in iteration mode, so this is generous; a peer
+ * that dies is seen on the connection EVD long before. */
+unsigned zd_perf_passive_limit(const struct zd_perf_conn *c);
+
+/* ---- the measured loops -------------------------------------------------- */
+void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j);
+void zd_perf_run_bw(struct zd_perf_conn *c, struct zd_perf_json *j);
+
+#endif /* ZD_PERF_H */
