@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "zd_ring.h"
 
@@ -17,10 +18,16 @@ static bool zd_ring_valid_capacity(uint32_t capacity)
 
 size_t zd_ring_memsize(uint32_t capacity)
 {
+	size_t sz;
+
 	if (!zd_ring_valid_capacity(capacity))
 		return 0;
-	return sizeof(struct zd_ring) +
-	       (size_t)capacity * sizeof(struct zd_ring_slot);
+	sz = sizeof(struct zd_ring) +
+	     (size_t)capacity * sizeof(struct zd_ring_slot);
+	/* Whole line pairs (slots are single lines): the last slot shares no
+	 * prefetch pair with whatever follows, and aligned_alloc gets a
+	 * multiple of its alignment. */
+	return (sz + ZD_CACHE_GUARD - 1) & ~(size_t)(ZD_CACHE_GUARD - 1);
 }
 
 int zd_ring_init(struct zd_ring *r, uint32_t capacity)
@@ -40,6 +47,9 @@ int zd_ring_init(struct zd_ring *r, uint32_t capacity)
 	atomic_init(&r->tail, 0);
 	atomic_init(&r->head_cache, 0);
 	atomic_init(&r->head, 0);
+	/* The peek copy only ever receives the slot payload: its
+	 * event_extension_data stays zero from here. */
+	memset(&r->peeked, 0, sizeof(r->peeked));
 	return 0;
 }
 
@@ -55,8 +65,8 @@ struct zd_ring *zd_ring_create(uint32_t min_capacity)
 	while (cap < min_capacity)
 		cap <<= 1;
 
-	/* memsize is a multiple of ZD_CACHE_GUARD (every member is), as
-	 * aligned_alloc requires. */
+	/* memsize is a multiple of ZD_CACHE_GUARD, as aligned_alloc
+	 * requires. */
 	r = aligned_alloc(ZD_CACHE_GUARD, zd_ring_memsize(cap));
 	if (r == NULL) {
 		errno = ENOMEM;

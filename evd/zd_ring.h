@@ -7,15 +7,25 @@
  * drops: it returns false when the ring is full and the caller decides.
  *
  * Layout
- *   Every slot is one 128-byte, 128-aligned unit: the 120-byte DAT_EVENT and,
- *   in its last 8 bytes, the slot's sequence word. A slot is exactly one
- *   adjacent-line-prefetch pair (two 64-byte lines) and no two slots share a
- *   line. The sequence word sits at the end so that the producer's last
- *   stores (event bytes 64..119, then seq) hit one line, the line the
- *   consumer polls, back to back; the first line is written once and not
- *   polled. The producer block (tail and the producers' cached copy of head),
- *   the consumer block (head) and the read-only geometry each have their own
- *   128-byte block.
+ *   Every slot is one 64-byte, 64-aligned cache line: the first 56 bytes of
+ *   the DAT_EVENT (event_number, evd_handle, event_data, at their DAT_EVENT
+ *   offsets) and, in its last 8 bytes, the slot's sequence word. The
+ *   producer's stores (payload, then seq) all hit that one line back to
+ *   back, and it is the line the consumer polls: one line moves per event,
+ *   as in a plain cache-line ping-pong. The producer block (tail and the
+ *   producers' cached copy of head), the consumer block (head and the peek
+ *   copy) and the read-only geometry each keep their own 128-byte block
+ *   (adjacent-line prefetch pairs); the slot array starts on a 128-byte
+ *   boundary and zd_ring_memsize() is a multiple of 128. Neighbouring slots
+ *   do share a prefetch pair; that is harmless here: slot lines are only
+ *   read by the consumer, in order, and a producer's write has to invalidate
+ *   the consumer's copy from the previous lap anyway.
+ *
+ *   event_extension_data is NOT carried: enqueue ignores it and every
+ *   dequeued (or peeked) event has it all zero. zdapl posts no extension
+ *   events; when it does, they need a wider slot variant (two lines, as
+ *   before) rather than this ring. Everything else round-trips byte for
+ *   byte, padding included.
  *
  * Protocol
  *   Positions are free-running 64-bit counters (they never wrap); the slot of
@@ -76,18 +86,40 @@ extern "C" {
 #define ZD_RING_MIN_CAPACITY 1u
 #define ZD_RING_MAX_CAPACITY (1u << 26)
 
-struct zd_ring_slot {
-	DAT_EVENT ev;
-	/* Position + 1 of the event last published here; 0 before the first. */
-	_Atomic uint64_t seq;
-} __attribute__((aligned(ZD_CACHE_GUARD)));
+/* Bytes of a DAT_EVENT a slot carries: everything before
+ * event_extension_data (event_number, its padding, evd_handle, event_data). */
+#define ZD_RING_EV_BYTES offsetof(DAT_EVENT, event_extension_data)
 
-_Static_assert(sizeof(DAT_EVENT) + sizeof(uint64_t) <= ZD_CACHE_GUARD,
-	       "DAT_EVENT grew: one slot no longer fits one line pair");
-_Static_assert(sizeof(struct zd_ring_slot) == ZD_CACHE_GUARD,
-	       "a slot must be exactly one line pair");
-_Static_assert(offsetof(struct zd_ring_slot, seq) >= ZD_CACHE_LINE,
-	       "seq must share the event's last line, not its first");
+/*
+ * One cache line. The payload fields mirror the head of DAT_EVENT at the same
+ * offsets, so the ring copies ZD_RING_EV_BYTES bytes straight between a
+ * DAT_EVENT and a slot.
+ */
+struct zd_ring_slot {
+	DAT_EVENT_NUMBER event_number;
+	DAT_EVD_HANDLE evd_handle;
+	DAT_EVENT_DATA event_data;
+	/* Position + 1 of the event last published here; 0 before the first.
+	 * Last: the producer's final store and the consumer's poll, same line
+	 * as the payload. */
+	_Atomic uint64_t seq;
+} __attribute__((aligned(ZD_CACHE_LINE)));
+
+_Static_assert(offsetof(struct zd_ring_slot, event_number) ==
+	       offsetof(DAT_EVENT, event_number) &&
+	       offsetof(struct zd_ring_slot, evd_handle) ==
+	       offsetof(DAT_EVENT, evd_handle) &&
+	       offsetof(struct zd_ring_slot, event_data) ==
+	       offsetof(DAT_EVENT, event_data),
+	       "slot payload must mirror the head of DAT_EVENT");
+_Static_assert(offsetof(struct zd_ring_slot, seq) == ZD_RING_EV_BYTES,
+	       "the payload is exactly DAT_EVENT up to event_extension_data");
+_Static_assert(ZD_RING_EV_BYTES + sizeof(uint64_t) <= ZD_CACHE_LINE,
+	       "DAT_EVENT head grew: payload and seq no longer fit one line");
+_Static_assert(sizeof(struct zd_ring_slot) == ZD_CACHE_LINE,
+	       "a slot must be exactly one cache line");
+_Static_assert(ZD_CACHE_GUARD % ZD_CACHE_LINE == 0,
+	       "the slot array's 128-byte alignment must be a whole number of slots");
 
 struct zd_ring {
 	/* Read-only after init, shared clean by every thread. */
@@ -99,16 +131,24 @@ struct zd_ring {
 	alignas(ZD_CACHE_GUARD) _Atomic uint64_t tail;  /* next position to claim */
 	_Atomic uint64_t head_cache;             /* some past value of head */
 
-	/* Consumer only (producers read it when head_cache says full). */
+	/* Consumer only (producers read head when head_cache says full). */
 	alignas(ZD_CACHE_GUARD) _Atomic uint64_t head;  /* next position to take */
+	/* zd_ring_peek's copy of the event at head (a slot holds no whole
+	 * DAT_EVENT to point into); its event_extension_data stays zero. */
+	DAT_EVENT peeked;
 
 	alignas(ZD_CACHE_GUARD) struct zd_ring_slot slots[];
 };
 
+_Static_assert(offsetof(struct zd_ring, slots) -
+	       offsetof(struct zd_ring, head) == ZD_CACHE_GUARD,
+	       "the consumer block (head + peek copy) must fit one line pair");
+
 /* ---- control path (zd_ring.c) ------------------------------------------ */
 
 /* Bytes needed for a ring of exactly 'capacity' slots (a power of two,
- * ZD_RING_MIN_CAPACITY..ZD_RING_MAX_CAPACITY); 0 if capacity is invalid. */
+ * ZD_RING_MIN_CAPACITY..ZD_RING_MAX_CAPACITY), rounded up to a multiple of
+ * ZD_CACHE_GUARD; 0 if capacity is invalid. */
 size_t zd_ring_memsize(uint32_t capacity);
 
 /* Initialise caller-provided memory: zd_ring_memsize(capacity) bytes aligned
@@ -180,10 +220,24 @@ static inline bool zd_ring__claim(struct zd_ring *r, unsigned n, uint64_t *first
 	}
 }
 
+/* Payload copies between a DAT_EVENT and a slot (the mirrored head of the
+ * event; see ZD_RING_EV_BYTES). Internal. */
+static inline void zd_ring__put(struct zd_ring_slot *s, const DAT_EVENT *ev)
+{
+	memcpy((void *)s, ev, ZD_RING_EV_BYTES);
+}
+
+static inline void zd_ring__get(DAT_EVENT *out, const struct zd_ring_slot *s)
+{
+	memcpy(out, (const void *)s, ZD_RING_EV_BYTES);
+	memset(out->event_extension_data, 0, sizeof(out->event_extension_data));
+}
+
 /*
  * Enqueue one event (multi-producer safe, including the consumer's thread).
  * Returns false, leaving the ring untouched, if it is full: capacity
  * positions are claimed and not yet consumed (published or not).
+ * ev->event_extension_data is not stored (see Layout above).
  */
 static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
 {
@@ -193,7 +247,7 @@ static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
 		return false;
 
 	struct zd_ring_slot *s = &r->slots[pos & r->mask];
-	memcpy(&s->ev, ev, sizeof(*ev));
+	zd_ring__put(s, ev);
 	/* release: pairs with the consumer's acquire load of seq in
 	 * zd_ring_dequeue/_burst/zd_ring_peek: the payload is visible before the
 	 * slot reads as published. */
@@ -220,7 +274,7 @@ static inline bool zd_ring_enqueue_bulk(struct zd_ring *r, const DAT_EVENT *ev,
 	for (unsigned i = 0; i < n; i++) {
 		struct zd_ring_slot *s = &r->slots[(pos + i) & r->mask];
 
-		memcpy(&s->ev, &ev[i], sizeof(ev[i]));
+		zd_ring__put(s, &ev[i]);
 		/* release: pairs with the consumer's acquire of this seq. */
 		atomic_store_explicit(&s->seq, pos + i + 1, memory_order_release);
 	}
@@ -230,6 +284,7 @@ static inline bool zd_ring_enqueue_bulk(struct zd_ring *r, const DAT_EVENT *ev,
 /*
  * Dequeue one event (single consumer). Returns false if the next event is not
  * published yet (ring empty, or its producer is between claim and publish).
+ * out->event_extension_data comes back all zero.
  */
 static inline bool zd_ring_dequeue(struct zd_ring *r, DAT_EVENT *out)
 {
@@ -239,14 +294,9 @@ static inline bool zd_ring_dequeue(struct zd_ring *r, DAT_EVENT *out)
 
 	/* acquire: pairs with the producer's release store of seq in
 	 * zd_ring_enqueue/_bulk: the payload we copy is the published one. */
-	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1) {
-		/* A spinning consumer keeps pulling the event's first line
-		 * (which the producer writes before seq's line) so it arrives
-		 * in parallel with seq's line instead of after it. */
-		__builtin_prefetch(&s->ev, 0, 3);
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return false;
-	}
-	memcpy(out, &s->ev, sizeof(*out));
+	zd_ring__get(out, s);
 	/* release: pairs with the producers' acquire load of head in
 	 * zd_ring__claim: our copy-out is done before the slot is reused. */
 	atomic_store_explicit(&r->head, pos + 1, memory_order_release);
@@ -266,7 +316,7 @@ static inline unsigned zd_ring_dequeue_burst(struct zd_ring *r, DAT_EVENT *out,
 		/* acquire: pairs with the producer's release of seq. */
 		if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + i + 1)
 			break;
-		memcpy(&out[i], &s->ev, sizeof(out[i]));
+		zd_ring__get(&out[i], s);
 	}
 	if (i)  /* release: pairs with the acquire of head in zd_ring__claim. */
 		atomic_store_explicit(&r->head, pos + i, memory_order_release);
@@ -274,10 +324,14 @@ static inline unsigned zd_ring_dequeue_burst(struct zd_ring *r, DAT_EVENT *out,
 }
 
 /*
- * Zero-copy dequeue (single consumer): pointer to the next published event,
- * or NULL. The event stays valid and unchanged until zd_ring_drop() (no
- * producer can reuse the slot before head moves). Peek again returns the same
- * event.
+ * Look at the next event without taking it (single consumer): a pointer to
+ * the next published event, or NULL. The pointer is to the ring's own
+ * consumer-side copy, r->peeked (a slot holds no whole DAT_EVENT to point
+ * into), so every peek returns the same pointer. Only zd_ring_peek writes the
+ * copy, and it copies the same event again until zd_ring_drop() (no producer
+ * can reuse the slot before head moves): the event stays valid and unchanged
+ * until zd_ring_drop(), and peek again returns the same event. Its
+ * event_extension_data reads as zero.
  */
 static inline const DAT_EVENT *zd_ring_peek(struct zd_ring *r)
 {
@@ -287,7 +341,9 @@ static inline const DAT_EVENT *zd_ring_peek(struct zd_ring *r)
 	/* acquire: pairs with the producer's release store of seq. */
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return NULL;
-	return &s->ev;
+	/* Only the mirrored head: the extension words were zeroed at init. */
+	memcpy(&r->peeked, (const void *)s, ZD_RING_EV_BYTES);
+	return &r->peeked;
 }
 
 /* Discard the event last returned by zd_ring_peek() (which must have
@@ -296,8 +352,8 @@ static inline void zd_ring_drop(struct zd_ring *r)
 {
 	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
 
-	/* release: pairs with the acquire of head in zd_ring__claim: the
-	 * caller's reads through the peeked pointer are done. */
+	/* release: pairs with the acquire of head in zd_ring__claim:
+	 * zd_ring_peek's copy-out of the slot is done before it is reused. */
 	atomic_store_explicit(&r->head, pos + 1, memory_order_release);
 }
 

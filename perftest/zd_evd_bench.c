@@ -4,8 +4,13 @@
  *
  *   (a) cache-line ping-pong: two threads bounce a counter in one cache line;
  *       half the round trip is the cheapest possible one-way hand-off.
- *   (b) ring hand-off: the same ping-pong through two zd_rings carrying full
- *       DAT_EVENTs (enqueue on one side, spinning dequeue on the other),
+ *   (a') the same through a mailbox per direction (one line each way, as
+ *       two rings have): the sequence word alone, a slot-sized payload (56
+ *       event bytes + seq in one 64-byte line, what a zd_ring slot moves),
+ *       and a whole 120-byte DAT_EVENT in a line pair.
+ *   (b) ring hand-off: the same ping-pong through two zd_rings carrying
+ *       DAT_EVENTs (enqueue on one side, spinning dequeue on the other; a
+ *       slot is one line: event_extension_data is not carried),
  *       halved; with and without zd_waiter_notify (nobody sleeps: this is the
  *       producer's fast-path cost, asymmetric and fence modes), plus the futex
  *       path where the receiver sleeps every time.
@@ -168,32 +173,73 @@ static double run_pingpong(uint64_t n)
 	return ns;
 }
 
-/* (a') The same, but each hop moves a whole DAT_EVENT through a fixed
- * 128-byte mailbox per direction (payload, then a sequence word in the same
- * line-pair), with no ring and no claim: the cost of moving the bytes alone. */
+/* (a') The same, but each hop goes through a fixed mailbox per direction
+ * (payload, then a sequence word in the same line or line pair), with no
+ * ring and no claim: the cost of moving the bytes alone. Unlike (a), each
+ * direction has its own line (its own 128-byte block), as with two rings.
+ * MSG_SEQ moves the sequence word only; MSG_LINE (mbox64) what a zd_ring
+ * slot moves (the DAT_EVENT head, one line); MSG_PAIR (mbox) a whole
+ * 120-byte DAT_EVENT (two lines). */
+enum msg_mode { MSG_SEQ, MSG_LINE, MSG_PAIR };
+
 struct mbox {
 	DAT_EVENT ev;
 	_Atomic uint64_t seq;
 } __attribute__((aligned(ZD_CACHE_GUARD)));
 
+struct mbox64 {
+	alignas(ZD_CACHE_GUARD) unsigned char ev[ZD_RING_EV_BYTES];
+	_Atomic uint64_t seq;
+};
+
+_Static_assert(offsetof(struct mbox64, seq) + 8 == ZD_CACHE_LINE,
+	       "mbox64 is one line, seq last, like a ring slot");
+
 struct msg {
 	struct mbox to_peer, to_main;
+	struct mbox64 to_peer64, to_main64;
+	enum msg_mode mode;
 	uint64_t total;
 };
 
-static inline void mbox_put(struct mbox *m, const DAT_EVENT *ev, uint64_t seq)
+static inline void mbox_put(struct msg *s, bool to_peer, const DAT_EVENT *ev,
+			    uint64_t seq)
 {
-	memcpy(&m->ev, ev, sizeof(*ev));
-	/* release: pairs with the acquire in mbox_get. */
-	atomic_store_explicit(&m->seq, seq, memory_order_release);
+	if (s->mode != MSG_PAIR) {
+		struct mbox64 *m = to_peer ? &s->to_peer64 : &s->to_main64;
+
+		if (s->mode == MSG_LINE)
+			memcpy(m->ev, ev, sizeof(m->ev));
+		/* release: pairs with the acquire in mbox_get. */
+		atomic_store_explicit(&m->seq, seq, memory_order_release);
+	} else {
+		struct mbox *m = to_peer ? &s->to_peer : &s->to_main;
+
+		memcpy(&m->ev, ev, sizeof(*ev));
+		/* release: pairs with the acquire in mbox_get. */
+		atomic_store_explicit(&m->seq, seq, memory_order_release);
+	}
 }
 
-static inline void mbox_get(struct mbox *m, DAT_EVENT *ev, uint64_t seq)
+static inline void mbox_get(struct msg *s, bool to_peer, DAT_EVENT *ev,
+			    uint64_t seq)
 {
-	/* acquire: pairs with the release in mbox_put. */
-	while (atomic_load_explicit(&m->seq, memory_order_acquire) != seq)
-		zd_cpu_relax();
-	memcpy(ev, &m->ev, sizeof(*ev));
+	if (s->mode != MSG_PAIR) {
+		struct mbox64 *m = to_peer ? &s->to_peer64 : &s->to_main64;
+
+		/* acquire: pairs with the release in mbox_put. */
+		while (atomic_load_explicit(&m->seq, memory_order_acquire) != seq)
+			zd_cpu_relax();
+		if (s->mode == MSG_LINE)
+			memcpy(ev, m->ev, sizeof(m->ev));
+	} else {
+		struct mbox *m = to_peer ? &s->to_peer : &s->to_main;
+
+		/* acquire: pairs with the release in mbox_put. */
+		while (atomic_load_explicit(&m->seq, memory_order_acquire) != seq)
+			zd_cpu_relax();
+		memcpy(ev, &m->ev, sizeof(*ev));
+	}
 }
 
 static void msg_peer(void *arg)
@@ -201,13 +247,14 @@ static void msg_peer(void *arg)
 	struct msg *s = arg;
 	DAT_EVENT ev;
 
+	memset(&ev, 0, sizeof(ev));
 	for (uint64_t i = 1; i <= s->total; i++) {
-		mbox_get(&s->to_peer, &ev, i);
-		mbox_put(&s->to_main, &ev, i);
+		mbox_get(s, true, &ev, i);
+		mbox_put(s, false, &ev, i);
 	}
 }
 
-static double run_msg(uint64_t n)
+static double run_msg(uint64_t n, enum msg_mode mode)
 {
 	struct msg *s = xaligned(sizeof(*s));
 	struct peer p;
@@ -215,14 +262,16 @@ static double run_msg(uint64_t n)
 	uint64_t t0 = 0;
 
 	memset(&ev, 0, sizeof(ev));
+	memset(&back, 0, sizeof(back));
+	s->mode = mode;
 	s->total = WARMUP + n;
 	peer_start(&p, 1, msg_peer, s);
 	for (uint64_t i = 1; i <= s->total; i++) {
 		if (i == WARMUP + 1)
 			t0 = now_ns();
-		ev.event_extension_data[0] = i;
-		mbox_put(&s->to_peer, &ev, i);
-		mbox_get(&s->to_main, &back, i);
+		ev.event_data.dto_completion_event_data.user_cookie.as_64 = i;
+		mbox_put(s, true, &ev, i);
+		mbox_get(s, false, &back, i);
 	}
 	double ns = (double)(now_ns() - t0) / (2.0 * (double)n);
 	peer_join(&p);
@@ -280,7 +329,7 @@ static void ho_peer(void *arg)
 
 	for (uint64_t i = 0; i < s->total; i++) {
 		ho_recv(s, s->to_peer, &s->w_peer, &ev);
-		if (ev.event_extension_data[0] != i)
+		if (ev.event_data.dto_completion_event_data.user_cookie.as_64 != i)
 			atomic_fetch_add(&s->errors, 1);
 		ho_send(s, s->to_main, &s->w_main, &ev);
 	}
@@ -310,10 +359,10 @@ static double run_handoff(enum ho_mode mode, unsigned waiter_flags, uint64_t n,
 	for (uint64_t i = 0; i < s->total; i++) {
 		if (i == warm)
 			t0 = now_ns();
-		ev.event_extension_data[0] = i;
+		ev.event_data.dto_completion_event_data.user_cookie.as_64 = i;
 		ho_send(s, s->to_peer, &s->w_peer, &ev);
 		ho_recv(s, s->to_main, &s->w_main, &back);
-		if (back.event_extension_data[0] != i)
+		if (back.event_data.dto_completion_event_data.user_cookie.as_64 != i)
 			atomic_fetch_add(&s->errors, 1);
 	}
 	double ns = (double)(now_ns() - t0) / (2.0 * (double)n);
@@ -359,7 +408,7 @@ static void tp_producer(void *arg)
 	for (uint64_t i = 0; i < s->per_producer; i++) {
 		unsigned spins = 0;
 
-		ev.event_extension_data[0] = i;
+		ev.event_data.dto_completion_event_data.user_cookie.as_64 = i;
 		while (!zd_ring_enqueue(s->ring, &ev)) {
 			full++;
 			/* Full: a real poller would go poll something else; here
@@ -397,7 +446,7 @@ static double run_tput(enum tp_mode mode, uint64_t n, uint64_t *full)
 	while (got < expect) {
 		if (self && own < n) {
 			/* manual progress: "poll a CQ", enqueue its completion */
-			ev.event_extension_data[0] = own;
+			ev.event_data.dto_completion_event_data.user_cookie.as_64 = own;
 			if (zd_ring_enqueue(s->ring, &ev))
 				own++;
 		}
@@ -422,7 +471,7 @@ static double run_tput(enum tp_mode mode, uint64_t n, uint64_t *full)
 /* ---- main -------------------------------------------------------------------- */
 
 enum {
-	T_FLOOR, T_MSG, T_RING, T_NOTIFY, T_FENCE, T_SLEEP,
+	T_FLOOR, T_MSG0, T_MSG64, T_MSG, T_RING, T_NOTIFY, T_FENCE, T_SLEEP,
 	T_TP1, T_TP2, T_TP3, T_COUNT
 };
 
@@ -449,7 +498,8 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static double res[T_COUNT][MAX_BATCHES], ratio[T_COUNT][MAX_BATCHES];
-	double med[T_COUNT], rmed[T_COUNT], rmsg[MAX_BATCHES];
+	double med[T_COUNT], rmed[T_COUNT];
+	double rmsg0[MAX_BATCHES], rmsg64[MAX_BATCHES], rmsg[MAX_BATCHES];
 	uint64_t full[T_COUNT] = { 0 };
 	bool asym = false;
 	int c;
@@ -485,7 +535,9 @@ int main(int argc, char **argv)
 	pin_self(0);
 	for (unsigned b = 0; b < opt_batches; b++) {
 		res[T_FLOOR][b] = run_pingpong(opt_n);
-		res[T_MSG][b] = run_msg(opt_n);
+		res[T_MSG0][b] = run_msg(opt_n, MSG_SEQ);
+		res[T_MSG64][b] = run_msg(opt_n, MSG_LINE);
+		res[T_MSG][b] = run_msg(opt_n, MSG_PAIR);
 		res[T_RING][b] = run_handoff(HO_PLAIN, 0, opt_n, NULL);
 		res[T_NOTIFY][b] = run_handoff(HO_NOTIFY, 0, opt_n, &asym);
 		res[T_FENCE][b] = run_handoff(HO_NOTIFY, ZD_WAITER_FENCE, opt_n, NULL);
@@ -496,21 +548,29 @@ int main(int argc, char **argv)
 			res[T_TP3][b] = run_tput(TP_3T, 5 * opt_n, &full[T_TP3]);
 		for (unsigned t = 0; t < nt; t++)
 			ratio[t][b] = res[t][b] / res[T_FLOOR][b];
+		rmsg0[b] = res[T_RING][b] / res[T_MSG0][b];
+		rmsg64[b] = res[T_RING][b] / res[T_MSG64][b];
 		rmsg[b] = res[T_RING][b] / res[T_MSG][b];
 	}
 	for (unsigned t = 0; t < nt; t++) {
 		med[t] = median(res[t], opt_batches);
 		rmed[t] = median(ratio[t], opt_batches);
 	}
+	double ring_vs_msg0 = median(rmsg0, opt_batches);
+	double ring_vs_msg64 = median(rmsg64, opt_batches);
 	double ring_vs_msg = median(rmsg, opt_batches);
 
 	if (opt_json) {
 		printf("{\"iterations\": %llu, \"batches\": %u, \"cpus\": %ld, "
 		       "\"pinned\": %s, \"notify_mode\": \"%s\", "
 		       "\"pingpong_oneway_ns\": %.1f, "
+		       "\"msg0_oneway_ns\": %.1f, \"msg0_ratio\": %.3f, "
+		       "\"msg64_oneway_ns\": %.1f, \"msg64_ratio\": %.3f, "
 		       "\"msg128_oneway_ns\": %.1f, \"msg128_ratio\": %.3f, "
 		       "\"ring_oneway_ns\": %.1f, \"ring_ratio\": %.3f, "
-		       "\"ring_vs_msg128\": %.3f, "
+		       "\"ring_vs_msg0\": %.3f, "
+		       "\"ring_vs_msg64\": %.3f, \"ring_vs_msg128\": %.3f, "
+		       "\"ring_slot_bytes\": %zu, "
 		       "\"ring_notify_oneway_ns\": %.1f, \"ring_notify_ratio\": %.3f, "
 		       "\"ring_notify_fence_oneway_ns\": %.1f, "
 		       "\"ring_notify_fence_ratio\": %.3f, "
@@ -519,8 +579,12 @@ int main(int argc, char **argv)
 		       "\"tput_2p_self_events_per_s\": %.0f",
 		       (unsigned long long)opt_n, opt_batches, ncpu,
 		       pin_ok ? "true" : "false", asym ? "asymmetric" : "fence",
-		       med[T_FLOOR], med[T_MSG], rmed[T_MSG],
-		       med[T_RING], rmed[T_RING], ring_vs_msg,
+		       med[T_FLOOR], med[T_MSG0], rmed[T_MSG0],
+		       med[T_MSG64], rmed[T_MSG64],
+		       med[T_MSG], rmed[T_MSG],
+		       med[T_RING], rmed[T_RING], ring_vs_msg0, ring_vs_msg64,
+		       ring_vs_msg,
+		       sizeof(struct zd_ring_slot),
 		       med[T_NOTIFY], rmed[T_NOTIFY], med[T_FENCE], rmed[T_FENCE],
 		       med[T_SLEEP], med[T_TP1], med[T_TP2]);
 		if (opt_three)
@@ -533,13 +597,17 @@ int main(int argc, char **argv)
 	       "batches x %llu round trips, medians\n", ncpu,
 	       pin_ok ? "pinned to" : "NOT pinned (affinity failed) to",
 	       opt_batches, (unsigned long long)opt_n);
-	printf("DAT_EVENT %zu bytes, ring slot %zu bytes; ratio = median over "
-	       "batches of (row / floor of the same batch)\n\n",
-	       sizeof(DAT_EVENT), sizeof(struct zd_ring_slot));
+	printf("DAT_EVENT %zu bytes; ring slot %zu bytes, one line: %zu event "
+	       "bytes + seq (event_extension_data\nnot carried); ratio = median "
+	       "over batches of (row / floor of the same batch)\n\n",
+	       sizeof(DAT_EVENT), sizeof(struct zd_ring_slot),
+	       (size_t)ZD_RING_EV_BYTES);
 	printf("%-50s %9s %8s\n", "one-way hand-off latency", "ns", "ratio");
 	static const char *const name[] = {
 		[T_FLOOR] = "(a) cache-line ping-pong (floor)",
-		[T_MSG] = "(a') 120-byte DAT_EVENT mailbox ping-pong",
+		[T_MSG0] = "(a') seq only, a line per direction",
+		[T_MSG64] = "(a') 56-byte slot-sized mailbox, one line",
+		[T_MSG] = "(a') 120-byte DAT_EVENT mailbox, line pair",
 		[T_RING] = "(b) ring hand-off, 2 rings, halved",
 		[T_NOTIFY] = "(b) + zd_waiter_notify, asymmetric, no sleeper",
 		[T_FENCE] = "(b) + zd_waiter_notify, seq_cst fence, no sleeper",
@@ -550,7 +618,11 @@ int main(int argc, char **argv)
 		       t == T_NOTIFY && !asym
 		       ? "(b) + zd_waiter_notify (no membarrier: fence)" : name[t],
 		       med[t], rmed[t]);
-	printf("%-50s %9s %7.2fx\n", "(b) ring hand-off vs (a') mailbox", "",
+	printf("%-50s %9s %7.2fx\n", "(b) ring hand-off vs (a') seq only", "",
+	       ring_vs_msg0);
+	printf("%-50s %9s %7.2fx\n", "(b) ring hand-off vs (a') one-line mailbox", "",
+	       ring_vs_msg64);
+	printf("%-50s %9s %7.2fx\n", "(b) ring hand-off vs (a') 120-byte mailbox", "",
 	       ring_vs_msg);
 
 	printf("\n%-50s %9s %17s\n", "throughput into one consumer (CPU 0)",

@@ -16,12 +16,32 @@
 Test(zd_ring, layout)
 {
 	cr_assert_eq(sizeof(DAT_EVENT), 120);
-	cr_assert_eq(sizeof(struct zd_ring_slot), 128);
+	/* one line per slot: the DAT_EVENT head (56 bytes), seq last */
+	cr_assert_eq(ZD_RING_EV_BYTES, 56);
+	cr_assert_eq(sizeof(struct zd_ring_slot), ZD_CACHE_LINE);
+	cr_assert_eq(sizeof(struct zd_ring_slot), 64);
+	cr_assert_eq(_Alignof(struct zd_ring_slot), 64);
+	cr_assert_eq(offsetof(struct zd_ring_slot, seq), 56);
+	cr_assert_eq(offsetof(struct zd_ring_slot, evd_handle),
+		     offsetof(DAT_EVENT, evd_handle));
+	cr_assert_eq(offsetof(struct zd_ring_slot, event_data),
+		     offsetof(DAT_EVENT, event_data));
+	cr_assert_eq(offsetof(struct zd_ring, mask) % ZD_CACHE_GUARD, 0);
 	cr_assert_eq(offsetof(struct zd_ring, tail) % ZD_CACHE_GUARD, 0);
 	cr_assert_eq(offsetof(struct zd_ring, head) % ZD_CACHE_GUARD, 0);
 	cr_assert_geq(offsetof(struct zd_ring, head) -
 		      offsetof(struct zd_ring, tail), ZD_CACHE_GUARD);
+	cr_assert_geq(offsetof(struct zd_ring, slots) -
+		      offsetof(struct zd_ring, head), ZD_CACHE_GUARD);
 	cr_assert_eq(offsetof(struct zd_ring, slots) % ZD_CACHE_GUARD, 0);
+
+	struct zd_ring *r = zd_ring_create(4);
+
+	cr_assert_not_null(r);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq((uintptr_t)&r->slots[i] % ZD_CACHE_LINE, 0);
+	cr_assert_eq((char *)&r->slots[1] - (char *)&r->slots[0], 64);
+	zd_ring_destroy(r);
 }
 
 Test(zd_ring, create_rounds_up)
@@ -51,9 +71,13 @@ Test(zd_ring, init_caller_memory)
 	void *mem;
 
 	cr_assert_eq(zd_ring_memsize(0), 0);
+	/* one 64-byte slot, rounded up to a whole line pair */
 	cr_assert_eq(zd_ring_memsize(1), sizeof(struct zd_ring) + 128);
+	cr_assert_eq(zd_ring_memsize(2), sizeof(struct zd_ring) + 128);
 	cr_assert_eq(zd_ring_memsize(12), 0);
-	cr_assert_eq(sz, sizeof(struct zd_ring) + 16 * 128);
+	cr_assert_eq(sz, sizeof(struct zd_ring) + 16 * 64);
+	for (uint32_t cap = 1; cap <= 1024; cap <<= 1)
+		cr_assert_eq(zd_ring_memsize(cap) % ZD_CACHE_GUARD, 0, "cap %u", cap);
 	mem = aligned_alloc(ZD_CACHE_GUARD, sz + ZD_CACHE_GUARD);
 	cr_assert_not_null(mem);
 	cr_assert_eq(zd_ring_init(mem, 12), -EINVAL);
@@ -209,9 +233,16 @@ Test(zd_ring, burst_bulk_peek)
 	cr_assert(tu_check_ev(pk, &p, &s));
 	cr_assert_eq(s, 0);
 	cr_assert_eq(zd_ring_peek(r), pk, "peek is idempotent");
+	cr_assert(tu_check_ev(pk, &p, &s));
+	cr_assert_eq(s, 0);
 	zd_ring_drop(r);
+	/* the next peek is the next event, through the same copy */
+	cr_assert_eq(zd_ring_peek(r), pk);
+	cr_assert(tu_check_ev(pk, &p, &s));
+	cr_assert_eq(s, 1);
 	cr_assert_eq(zd_ring_count(r), 7);
 
+	/* a peek that is not dropped leaves the event for dequeue */
 	cr_assert_eq(zd_ring_dequeue_burst(r, outs, 3), 3);
 	for (int i = 0; i < 3; i++) {
 		cr_assert(tu_check_ev(&outs[i], &p, &s));
@@ -233,6 +264,63 @@ Test(zd_ring, burst_bulk_peek)
 	zd_ring_destroy(r);
 }
 
+/* The slot carries event_number, evd_handle and event_data byte for byte
+ * (padding included) and not event_extension_data: every way out shows it
+ * zero, whatever the producer had there or the caller's buffer held. */
+Test(zd_ring, payload_round_trip_without_extension)
+{
+	struct zd_ring *r = zd_ring_create(4);
+	DAT_EVENT in[3], out[3], want;
+	const DAT_EVENT *pk;
+
+	for (int k = 0; k < 3; k++) {
+		memset(&in[k], 0x5A + k, sizeof(in[k]));   /* padding too */
+		in[k].event_number = DAT_DTO_COMPLETION_EVENT;
+		in[k].evd_handle = (DAT_EVD_HANDLE)(uintptr_t)(0x1000 + k);
+		in[k].event_data.dto_completion_event_data.user_cookie.as_64 =
+			UINT64_C(0xC00C1E0000000000) + (uint64_t)k;
+		in[k].event_data.dto_completion_event_data.transfered_length =
+			4096u + (unsigned)k;
+		for (int i = 0; i < 8; i++)
+			in[k].event_extension_data[i] = ~(uint64_t)i;
+	}
+
+	/* dequeue */
+	cr_assert(zd_ring_enqueue(r, &in[0]));
+	memset(&out[0], 0xEE, sizeof(out[0]));
+	cr_assert(zd_ring_dequeue(r, &out[0]));
+	want = in[0];
+	memset(want.event_extension_data, 0, sizeof(want.event_extension_data));
+	cr_assert_eq(memcmp(&out[0], &want, sizeof(want)), 0);
+
+	/* burst, via bulk */
+	cr_assert(zd_ring_enqueue_bulk(r, in, 3));
+	memset(out, 0xEE, sizeof(out));
+	pk = zd_ring_peek(r);
+	cr_assert_not_null(pk);
+	want = in[0];
+	memset(want.event_extension_data, 0, sizeof(want.event_extension_data));
+	cr_assert_eq(memcmp(pk, &want, sizeof(want)), 0, "peek");
+	cr_assert_eq(zd_ring_dequeue_burst(r, out, 3), 3);
+	for (int k = 0; k < 3; k++) {
+		want = in[k];
+		memset(want.event_extension_data, 0,
+		       sizeof(want.event_extension_data));
+		cr_assert_eq(memcmp(&out[k], &want, sizeof(want)), 0, "burst %d", k);
+	}
+
+	/* move carries the same fields */
+	struct zd_ring *dst = zd_ring_create(4);
+
+	cr_assert(zd_ring_enqueue(r, &in[2]));
+	cr_assert_eq(zd_ring_move(dst, r), 1);
+	memset(&out[0], 0xEE, sizeof(out[0]));
+	cr_assert(zd_ring_dequeue(dst, &out[0]));
+	cr_assert_eq(memcmp(&out[0], &want, sizeof(want)), 0, "move");
+	zd_ring_destroy(dst);
+	zd_ring_destroy(r);
+}
+
 /* A producer that has claimed a position but not published it (simulated
  * white-box: it is preempted between its CAS and its seq store) hides itself
  * and everything claimed after it; nothing half-written is ever returned. */
@@ -246,7 +334,7 @@ Test(zd_ring, stalled_producer_blocks_consumer)
 	/* producer A claims position 0 and stalls mid-copy */
 	uint64_t pos = atomic_fetch_add(&r->tail, 1);
 	cr_assert_eq(pos, 0);
-	memset(&r->slots[0].ev, 0xAB, 60);      /* half-written */
+	memset(&r->slots[0], 0xAB, 40);         /* half-written payload */
 
 	tu_make_ev(&ev, 2, 0);                  /* producer B publishes pos 1 */
 	cr_assert(zd_ring_enqueue(r, &ev));
@@ -263,7 +351,7 @@ Test(zd_ring, stalled_producer_blocks_consumer)
 
 	/* A finishes: copy, then publish */
 	tu_make_ev(&ev, 1, 0);
-	memcpy(&r->slots[0].ev, &ev, sizeof(ev));
+	memcpy(&r->slots[0], &ev, ZD_RING_EV_BYTES);
 	atomic_store_explicit(&r->slots[0].seq, pos + 1, memory_order_release);
 
 	cr_assert(zd_ring_dequeue(r, &out));

@@ -13,8 +13,11 @@
 #include <dat2/udat.h>
 
 /*
- * An event that carries (producer, seq) and fills every other word with a
- * pattern derived from them, so a torn or half-written copy is detected.
+ * An event that carries (producer, seq) and fills every other word the ring
+ * carries with a pattern derived from them, so a torn or half-written copy is
+ * detected. Everything lives in the fields a ring slot holds (event_number,
+ * evd_handle, event_data): event_extension_data is not carried by zd_ring
+ * and is left zero, which is also what a dequeued event must show.
  */
 static inline uint64_t tu_mix(uint64_t x)
 {
@@ -24,32 +27,42 @@ static inline uint64_t tu_mix(uint64_t x)
 	return x;
 }
 
+#define TU_DATA_WORDS (sizeof(DAT_EVENT_DATA) / sizeof(uint64_t))
+
 static inline void tu_make_ev(DAT_EVENT *ev, uint32_t producer, uint64_t seq)
 {
 	uint64_t key = ((uint64_t)producer << 48) ^ seq;
+	uint64_t w[TU_DATA_WORDS];
 
 	memset(ev, 0, sizeof(*ev));
 	ev->event_number = DAT_SOFTWARE_EVENT;
 	ev->evd_handle = (DAT_EVD_HANDLE)(uintptr_t)(tu_mix(key) | 1);
-	ev->event_data.software_event_data.pointer =
-		(DAT_PVOID)(uintptr_t)tu_mix(key + 1);
-	ev->event_extension_data[0] = producer;
-	ev->event_extension_data[1] = seq;
-	for (int i = 2; i < 8; i++)
-		ev->event_extension_data[i] = tu_mix(key + (uint64_t)i);
+	w[0] = producer;
+	w[1] = seq;
+	for (size_t i = 2; i < TU_DATA_WORDS; i++)
+		w[i] = tu_mix(key + (uint64_t)i);
+	memcpy(&ev->event_data, w, sizeof(w));
 }
 
-/* True if ev is a well-formed tu_make_ev event; returns its fields. */
+static inline void tu_ev_words(const DAT_EVENT *ev, uint32_t *producer,
+			       uint64_t *seq)
+{
+	uint64_t w[2];
+
+	memcpy(w, &ev->event_data, sizeof(w));
+	*producer = (uint32_t)w[0];
+	*seq = w[1];
+}
+
+/* True if ev is a well-formed tu_make_ev event (all 120 bytes, extension
+ * words zero included); returns its fields. */
 static inline bool tu_check_ev(const DAT_EVENT *ev, uint32_t *producer,
 			       uint64_t *seq)
 {
 	DAT_EVENT ref;
-	uint32_t p = (uint32_t)ev->event_extension_data[0];
-	uint64_t s = ev->event_extension_data[1];
 
-	tu_make_ev(&ref, p, s);
-	*producer = p;
-	*seq = s;
+	tu_ev_words(ev, producer, seq);
+	tu_make_ev(&ref, *producer, *seq);
 	return memcmp(&ref, ev, sizeof(ref)) == 0;
 }
 
