@@ -19,3 +19,6 @@ for t in write_lat send_lat read_lat write_bw send_bw read_bw; do
 	echo "==== zd_$t --loopback -a -P zdapl-shm"
 	timeout 300 "build/perftest/zd_$t" --loopback -a -P zdapl-shm
 done
+
+echo "==== zdapl beside UCX, libfabric and the floor (tools/compare.sh)"
+sh tools/compare.sh

@@ -1,0 +1,388 @@
+#!/bin/sh
+# tools/compare.sh: zdapl beside UCX, libfabric and this machine's floor, in
+# one run on this host (issue 4). Prints one table, writes it as markdown and
+# JSON, and draws a PNG (latency and bandwidth against message size).
+#
+#   sh tools/compare.sh [--quick] [--out FILE.md] [--outdir DIR] [--build DIR]
+#                       [--reps N] [--no-install] [--require-peers] [--check]
+# Default output: build/compare/compare.{md,json,png} (raw outputs in raw/).
+# --check: then check that the table parses (the meson test, suite 'bench').
+#
+# What runs (every process under timeout, loopback 127.0.0.1 only, ports of
+# its own, only the PIDs it started are ever signalled):
+#   floor       build/perftest/zd_floor --json (cache line, memcpy, TCP)
+#   zdapl-shm   zd_write_lat, zd_send_lat, zd_write_bw per size (the 8 B
+#               write_bw run gives the message rate), --mem pool and malloc
+#   zdapl-tcp   the same (pool buffers), if its data path answers; else "n/a"
+#   UCX         ucx_perftest ucp_put_lat, tag_lat, ucp_put_bw
+#               (UCX_TLS=posix,cma,self and UCX_TLS=tcp on lo)
+#   libfabric   fi_pingpong (-p shm -e rdm, -p tcp -e msg -d lo); Debian's
+#               libfabric-bin ships no RMA benchmark (no fabtests)
+# Every figure is the best of --reps interleaved rounds (3; 1 with --quick),
+# fewer if a round would overrun the time budget (230 s; 120 s quick).
+# The parsing, ratios, table, JSON and gnuplot script are tools/compare_report.py.
+#
+# Exit status: 0 done; 1 error; 2 bad arguments; 77 (only with
+# --require-peers) the peers are missing and could not be installed.
+set -u
+CALLER=$PWD
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+
+QUICK=0
+BUILD=
+OUTDIR=
+OUT=
+REPS=
+INSTALL=1
+REQUIRE_PEERS=0
+CHECK=0
+
+usage() {
+	if [ "${1:-0}" = 0 ]; then
+		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+	else
+		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
+	fi
+	exit "${1:-0}"
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--out) [ $# -ge 2 ] || usage 2; OUT=$2; shift ;;
+	--out=*) OUT=${1#--out=} ;;
+	--outdir) [ $# -ge 2 ] || usage 2; OUTDIR=$2; shift ;;
+	--outdir=*) OUTDIR=${1#--outdir=} ;;
+	--build) [ $# -ge 2 ] || usage 2; BUILD=$2; shift ;;
+	--build=*) BUILD=${1#--build=} ;;
+	--reps) [ $# -ge 2 ] || usage 2; REPS=$2; shift ;;
+	--reps=*) REPS=${1#--reps=} ;;
+	--no-install) INSTALL=0 ;;
+	--require-peers) REQUIRE_PEERS=1 ;;
+	--check) CHECK=1 ;;
+	-h|--help) usage 0 ;;
+	*) echo "compare.sh: unknown argument '$1'" >&2; usage 2 ;;
+	esac
+	shift
+done
+
+# Paths given on the command line are the caller's; the defaults are the
+# source tree's (build/, build/compare/).
+abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
+if [ -n "$BUILD" ]; then BUILD=$(abs "$BUILD"); else BUILD=$ROOT/build; fi
+if [ -n "$OUTDIR" ]; then OUTDIR=$(abs "$OUTDIR"); else OUTDIR=$BUILD/compare; fi
+if [ -n "$OUT" ]; then OUT=$(abs "$OUT"); else OUT=$OUTDIR/compare.md; fi
+if [ -z "$REPS" ]; then
+	if [ $QUICK = 1 ]; then REPS=1; else REPS=3; fi
+fi
+case $REPS in ''|*[!0-9]*|0) echo "compare.sh: --reps wants a positive number" >&2; exit 2 ;; esac
+
+log() { printf 'compare: %s\n' "$*" >&2; }
+
+T0=$(date +%s)
+# Past this many seconds no new measurement starts (each one is bounded by
+# its own timeout), so the whole run stays under about 5 minutes.
+if [ $QUICK = 1 ]; then BUDGET=120; else BUDGET=230; fi
+over_budget() { [ $(($(date +%s) - T0)) -ge $BUDGET ]; }
+
+# ---- peers from Debian (idempotent) ----------------------------------------
+missing_pkgs() {
+	m=
+	command -v ucx_perftest >/dev/null 2>&1 || m="$m ucx-utils"
+	command -v fi_pingpong >/dev/null 2>&1 || m="$m libfabric-bin"
+	command -v gnuplot >/dev/null 2>&1 || m="$m gnuplot-nox"
+	echo $m
+}
+
+need=$(missing_pkgs)
+if [ -n "$need" ] && [ $INSTALL = 1 ]; then
+	if [ "$(id -u)" = 0 ]; then
+		SUDO=
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		SUDO="sudo -n"
+	else
+		SUDO=none
+	fi
+	if [ "$SUDO" = none ]; then
+		log "missing $need and not root: cannot install"
+	else
+		log "installing $need"
+		apt_install() {
+			DEBIAN_FRONTEND=noninteractive timeout 300 $SUDO apt-get install -y -q \
+				--no-install-recommends -o DPkg::Lock::Timeout=60 $need >"$1" 2>&1
+		}
+		mkdir -p "$OUTDIR"
+		# Try the package lists we have; apt-get update once only if that fails.
+		if ! apt_install "$OUTDIR/apt.log"; then
+			log "apt-get update (once)"
+			DEBIAN_FRONTEND=noninteractive timeout 300 $SUDO apt-get update -q \
+				-o DPkg::Lock::Timeout=60 >>"$OUTDIR/apt.log" 2>&1
+			apt_install "$OUTDIR/apt.log" || log "apt-get install failed (see $OUTDIR/apt.log)"
+		fi
+	fi
+	need=$(missing_pkgs)
+fi
+HAVE_UCX=0; HAVE_FI=0
+command -v ucx_perftest >/dev/null 2>&1 && HAVE_UCX=1
+command -v fi_pingpong >/dev/null 2>&1 && HAVE_FI=1
+if [ $HAVE_UCX = 0 ] || [ $HAVE_FI = 0 ]; then
+	if [ $REQUIRE_PEERS = 1 ]; then
+		log "peers missing ($need) and not installable: skipped"
+		exit 77
+	fi
+	log "peers missing ($need): their rows will say n/a"
+fi
+
+# ---- zdapl build ------------------------------------------------------------
+if [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" ] ||
+   [ ! -f "$BUILD/dat.conf" ]; then
+	log "building zdapl in $BUILD"
+	[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null || exit 1
+	meson compile -C "$BUILD" >/dev/null || exit 1
+fi
+PERF=$BUILD/perftest
+RAW=$OUTDIR/raw
+rm -rf "$RAW"
+mkdir -p "$RAW" || exit 1
+: >"$RAW/index.tsv"
+
+# A snapshot of this build's library and benchmarks, so that a rebuild of
+# the tree during the run cannot change what is measured half-way; zdapl's
+# software devices bound to 127.0.0.1 (the build's dat.conf names eth0), in
+# a dat.conf of our own.
+LIB=$(awk '$1 == "zdapl-shm" { print $5; exit }' "$BUILD/dat.conf")
+[ -n "$LIB" ] || { log "no zdapl-shm line in $BUILD/dat.conf"; exit 1; }
+mkdir -p "$RAW/bin"
+for b in zd_write_lat zd_send_lat zd_write_bw zd_floor; do
+	cp "$PERF/$b" "$RAW/bin/" || exit 1
+done
+cp "$LIB" "$RAW/bin/libzdapl.so" || exit 1
+PERF=$RAW/bin
+cat >"$RAW/dat.conf" <<EOF
+zdapl-shm u2.0 nonthreadsafe default $RAW/bin/libzdapl.so dapl.2.0 "shm 127.0.0.1" ""
+zdapl-tcp u2.0 nonthreadsafe default $RAW/bin/libzdapl.so dapl.2.0 "tcp 127.0.0.1" ""
+EOF
+
+# ---- sizes, iterations ------------------------------------------------------
+if [ $QUICK = 1 ]; then
+	SIZES="8 4096 1048576"
+	FLOOR_ARGS=--quick
+else
+	SIZES="8 64 512 4096 32768 262144 1048576"
+	FLOOR_ARGS=
+fi
+# The same iterations for every system: latency runs by size; bandwidth
+# runs move ~512 MiB (32 MiB quick), at most 1M messages (the 8 B run is
+# also the message-rate run).
+lat_iters() {
+	if [ "$1" -le 4096 ]; then n=10000; elif [ "$1" -le 262144 ]; then n=2000; else n=500; fi
+	[ $QUICK = 1 ] && n=$((n / 5))
+	echo $n
+}
+bw_iters() {
+	if [ $QUICK = 1 ]; then n=$((33554432 / $1)); else n=$((536870912 / $1)); fi
+	[ $n -gt 1000000 ] && n=1000000
+	[ $n -lt 500 ] && n=500
+	echo $n
+}
+
+# Ports of our own: a base from our PID, one fresh port per server.
+PORT=$((21000 + ($$ % 400) * 20))
+next_port() {
+	PORT=$((PORT + 1))
+	while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+}
+
+# index.tsv: system class test size rep rc file
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RAW/index.tsv"; }
+
+# Waits until $1 (TCP port) listens, or the process $2 has gone (5 s at most).
+wait_listen() {
+	i=0
+	while [ $i -lt 100 ]; do
+		ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# Waits for our server $1 to end on its own (5 s), then stops it (the PID is
+# that of its `timeout`, which passes SIGTERM on to the benchmark).
+reap() {
+	i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+	kill -0 "$1" 2>/dev/null && kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+SRV=
+cleanup() { [ -n "$SRV" ] && kill "$SRV" 2>/dev/null; }
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+# run_ucx class tls test size iters warmup rep
+run_ucx() {
+	f=$RAW/ucx-$1-$3-$4-$7.txt
+	if over_budget; then record UCX "$1" "$3" "$4" "$7" budget "$f"; return; fi
+	next_port
+	UCX_TLS=$2 UCX_NET_DEVICES=lo timeout 60 ucx_perftest -p $PORT >"$f.srv" 2>&1 &
+	SRV=$!
+	if wait_listen $PORT $SRV; then
+		UCX_TLS=$2 UCX_NET_DEVICES=lo timeout 30 ucx_perftest 127.0.0.1 -p $PORT \
+			-t "$3" -s "$4" -n "$5" -w "$6" >"$f" 2>&1
+		rc=$?
+	else
+		rc=124
+	fi
+	reap $SRV
+	SRV=
+	record UCX "$1" "$3" "$4" "$7" $rc "$f"
+}
+
+# run_fi class provider ep_type size iters rep
+run_fi() {
+	f=$RAW/fi-$1-$4-$6.txt
+	if over_budget; then record libfabric "$1" pingpong "$4" "$6" budget "$f"; return; fi
+	next_port
+	set -- "$@" -p "$2" -e "$3" -I "$5" -S "$4"
+	[ "$2" = tcp ] && set -- "$@" -d lo
+	cls=$1 size=$4 rep=$6
+	shift 6
+	FI_TCP_IFACE=lo timeout 60 fi_pingpong "$@" -B $PORT >"$f.srv" 2>&1 &
+	SRV=$!
+	if wait_listen $PORT $SRV; then
+		FI_TCP_IFACE=lo timeout 30 fi_pingpong "$@" -P $PORT 127.0.0.1 >"$f" 2>&1
+		rc=$?
+	else
+		rc=124
+	fi
+	reap $SRV
+	SRV=
+	record libfabric "$cls" pingpong "$size" "$rep" $rc "$f"
+}
+
+# run_zd ia mem test size rep args...: one --loopback run (it forks its server).
+run_zd() {
+	ia=$1 mem=$2 t=$3 size=$4 rep=$5
+	shift 5
+	f=$RAW/zd-$ia-$mem-$t-$size-$rep.json
+	if over_budget; then record "$ia-$mem" "${ia#zdapl-}" "$t" "$size" "$rep" budget "$f"; return; fi
+	next_port
+	DAT_OVERRIDE=$RAW/dat.conf timeout 30 "$PERF/zd_$t" --loopback -P "$ia" \
+		--mem "$mem" -p $PORT --timeout 10 --json "$f" -s "$size" "$@" >"$f.txt" 2>&1
+	rc=$?
+	record "$ia-$mem" "${ia#zdapl-}" "$t" "$size" "$rep" $rc "$f"
+}
+
+# zd_set ia mem rep [latency-iterations cap] [bandwidth-iterations cap]
+zd_set() {
+	for s in $SIZES; do
+		n=$(lat_iters $s)
+		[ -n "${4:-}" ] && [ $n -gt $4 ] && n=$4
+		run_zd "$1" "$2" write_lat $s "$3" -n $n
+		run_zd "$1" "$2" send_lat $s "$3" -n $n
+		n=$(bw_iters $s)
+		[ -n "${5:-}" ] && [ $n -gt $5 ] && n=$5
+		run_zd "$1" "$2" write_bw $s "$3" -n $n
+	done
+}
+
+ucx_set() { # class tls rep
+	for s in $SIZES; do
+		n=$(lat_iters $s)
+		run_ucx "$1" "$2" ucp_put_lat $s $n $((n / 10)) "$3"
+		run_ucx "$1" "$2" tag_lat $s $n $((n / 10)) "$3"
+		n=$(bw_iters $s)
+		run_ucx "$1" "$2" ucp_put_bw $s $n $((n / 10)) "$3"
+	done
+}
+
+fi_set() { # class provider ep rep (no warm-up in fi_pingpong: 10000 at least)
+	for s in $SIZES; do
+		n=$(lat_iters $s)
+		[ $s -le 4096 ] && [ $n -lt 10000 ] && n=10000
+		run_fi "$1" "$2" "$3" $s $n "$4"
+	done
+}
+
+log "results in $OUTDIR (reps $REPS, sizes $SIZES, budget ${BUDGET}s)"
+
+# zdapl-tcp: two probes (8 B latency and message rate); the full set (pool
+# buffers only) if its data path answers, with iterations capped so that a
+# run takes about 2 s at the probed speed.
+ZD_TCP=0
+json_val() {
+	python3 -c 'import json, sys
+try:
+    print(json.load(open(sys.argv[1]))["results"][0][sys.argv[2]])
+except Exception:
+    print(0)' "$1" "$2" 2>/dev/null
+}
+run_zd zdapl-tcp pool write_lat 8 0 -n 100
+rc=$(tail -n 1 "$RAW/index.tsv" | cut -f6)
+if [ "$rc" = 0 ]; then
+	run_zd zdapl-tcp pool write_bw 8 0 -n 2000
+	lat=$(json_val "$RAW/zd-zdapl-tcp-pool-write_lat-8-0.json" t_typical)
+	mr=$(json_val "$RAW/zd-zdapl-tcp-pool-write_bw-8-0.json" msg_rate_mpps)
+	ZD_TCP_LAT_CAP=$(awk -v l="$lat" 'BEGIN { n = l > 0 ? 1e6 / l : 20; if (n < 20) n = 20; printf "%d", n }')
+	ZD_TCP_BW_CAP=$(awk -v r="$mr" 'BEGIN { n = r * 2e6; if (n < 200) n = 200; printf "%d", n }')
+	ZD_TCP=1
+	log "zdapl-tcp answers (8 B: $lat us, $mr Mmsg/s): iterations capped at $ZD_TCP_LAT_CAP / $ZD_TCP_BW_CAP"
+else
+	log "zdapl-tcp: no data path yet (exit $rc)"
+fi
+
+# Rounds are whole or not at all (the report keeps only complete rounds, so
+# every system gets as many tries): a round starts only if the last one
+# would still fit in the budget.
+rep=1
+ROUND=0
+while [ $rep -le $REPS ]; do
+	RT=$(($(date +%s) - T0))
+	if [ $rep -gt 1 ] && [ $((RT + ROUND + ROUND / 10)) -ge $BUDGET ]; then
+		log "round $rep/$REPS would not fit in the ${BUDGET}s budget: stopping after $((rep - 1))"
+		break
+	fi
+	log "round $rep/$REPS: floor ($(($(date +%s) - T0))s)"
+	f=$RAW/floor-$rep.json
+	if over_budget; then
+		record floor both floor all $rep budget "$f"
+	else
+		timeout 60 "$PERF/zd_floor" $FLOOR_ARGS --json="$f" >"$f.txt" 2>&1
+		record floor both floor all $rep $? "$f"
+	fi
+	log "round $rep/$REPS: zdapl ($(($(date +%s) - T0))s)"
+	zd_set zdapl-shm pool $rep
+	zd_set zdapl-shm malloc $rep
+	[ $ZD_TCP = 1 ] && zd_set zdapl-tcp pool $rep $ZD_TCP_LAT_CAP $ZD_TCP_BW_CAP
+	if [ $HAVE_UCX = 1 ]; then
+		log "round $rep/$REPS: UCX ($(($(date +%s) - T0))s)"
+		ucx_set shm posix,cma,self $rep
+		ucx_set tcp tcp $rep
+	fi
+	if [ $HAVE_FI = 1 ]; then
+		log "round $rep/$REPS: libfabric ($(($(date +%s) - T0))s)"
+		fi_set shm shm rdm $rep
+		fi_set tcp tcp msg $rep
+	fi
+	ROUND=$(($(date +%s) - T0 - RT))
+	rep=$((rep + 1))
+done
+log "measured in $(($(date +%s) - T0))s"
+
+set -- --raw "$RAW" --out "$OUT" --json "$OUTDIR/compare.json" \
+	--png "$OUTDIR/compare.png" --sizes "$SIZES" --reps $((rep - 1)) \
+	--seconds $(($(date +%s) - T0))
+[ $QUICK = 1 ] && set -- "$@" --quick
+[ $HAVE_UCX = 1 ] || set -- "$@" --no-ucx
+[ $HAVE_FI = 1 ] || set -- "$@" --no-fi
+python3 "$ROOT/tools/compare_report.py" "$@" || exit 1
+if [ $CHECK = 1 ]; then
+	python3 "$ROOT/tools/compare_report.py" --check "$OUT" || exit 1
+	[ $HAVE_UCX = 1 ] && [ $HAVE_FI = 1 ] && [ -s "$OUTDIR/compare.png" ] &&
+		python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$OUTDIR/compare.json" ||
+		{ log "check: JSON or PNG missing"; exit 1; }
+fi
