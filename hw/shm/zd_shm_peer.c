@@ -191,17 +191,51 @@ static void sg_copy(bool to_b, const struct iovec *a, int na, struct iovec *b, i
 	}
 }
 
-int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *local, int nlocal,
-		     const struct zd_shm_seg *remote, int nremote)
+/* Holds the last byte of a copy to the peer back from @l/@r (which end at
+ * it) into slot n of each list, so it lands after every other byte. */
+static void split_last(struct iovec *l, int *nl, struct iovec *r, int *nr)
 {
-	struct iovec riov[ZD_SHM_MAX_SEGS];
+	while (*nl > 0 && l[*nl - 1].iov_len == 0)
+		(*nl)--;
+	l[*nl].iov_base = (char *)l[*nl - 1].iov_base + l[*nl - 1].iov_len - 1;
+	l[*nl].iov_len = 1;
+	if (--l[*nl - 1].iov_len == 0)
+		l[*nl - 1] = l[*nl];
+	else
+		(*nl)++;
+	r[*nr].iov_base = (char *)r[*nr - 1].iov_base + r[*nr - 1].iov_len - 1;
+	r[*nr].iov_len = 1;
+	if (--r[*nr - 1].iov_len == 0)
+		r[*nr - 1] = r[*nr];
+	else
+		(*nr)++;
+}
+
+/*
+ * Copies between local segments and the peer's.  A copy to the peer writes
+ * its last byte last, after every other byte is visible (as an RDMA write
+ * over PCIe places data in order): consumers poll the last byte of an RDMA
+ * write target (dtest -W, MPI eager protocols) and then read the rest.
+ * memcpy and the kernel's copy (rep movsb) store in no defined order, so
+ * the last byte is a separate, later store: a release store through a
+ * mapping, a separate final iovec of the same process_vm_writev (the kernel
+ * copies the remote iovecs one after another, and on x86 the stores of one
+ * copy are visible before those of the next).  Costs one more iovec, no
+ * syscall.  Tested by tests/shm/test_shm_order.c.
+ */
+int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *local_in,
+		     int nlocal, const struct zd_shm_seg *remote, int nremote)
+{
+	struct iovec riov[ZD_SHM_MAX_SEGS + 1], local[ZD_SHM_MAX_SEGS + 1];
 	size_t want = 0, rtotal = 0;
 	bool mapped = true;
 	ssize_t got;
 	int used = 0;
 
-	if (nremote > ZD_SHM_MAX_SEGS)
+	if (nremote > ZD_SHM_MAX_SEGS || nlocal > ZD_SHM_MAX_SEGS || nlocal < 0)
 		return -1;
+	if (nlocal > 0)
+		memcpy(local, local_in, (size_t)nlocal * sizeof(local[0]));
 	for (int i = 0; i < nlocal; i++)
 		want += local[i].iov_len;
 	for (int i = 0; i < nremote && rtotal < want; i++) {
@@ -224,6 +258,15 @@ int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *lo
 	if (rtotal < want)
 		return -1;
 	if (mapped) {
+		if (to_peer && want > 1) {
+			split_last(local, &nlocal, riov, &nremote);
+			sg_copy(true, local, nlocal - 1, riov, nremote - 1);
+			/* release: every byte above is visible before the last. */
+			__atomic_store_n((uint8_t *)riov[nremote - 1].iov_base,
+					 *(const uint8_t *)local[nlocal - 1].iov_base,
+					 __ATOMIC_RELEASE);
+			return 0;
+		}
 		sg_copy(to_peer, local, nlocal, riov, nremote);
 		return 0;
 	}
@@ -233,6 +276,8 @@ int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *lo
 		riov[i].iov_base = (void *)(uintptr_t)remote[i].addr;
 		rtotal += riov[i].iov_len;
 	}
+	if (to_peer && want > 1)
+		split_last(local, &nlocal, riov, &nremote);
 	got = to_peer ? process_vm_writev(p->pid, local, (unsigned long)nlocal, riov,
 					  (unsigned long)nremote, 0)
 		      : process_vm_readv(p->pid, local, (unsigned long)nlocal, riov,
