@@ -405,11 +405,19 @@ static DAT_EVENT_NUMBER connect_errno_event(int err)
 static void conn_try_connect(struct zd_cm_conn *c)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
 
 	if (fd < 0) {
 		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 		return;
 	}
+	/* The kernel picks our local port from the range service points use
+	 * too (dtest's fixed 45248 is in it).  When we close first, the port
+	 * sits in TIME_WAIT for a minute, and a listener may rebind it only
+	 * if this socket had SO_REUSEADDR as well (the TIME_WAIT entry keeps
+	 * it): without it, dat_psp_create on that port failed with
+	 * DAT_CONN_QUAL_IN_USE for a minute after one of our connections. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	c->sock.fd = fd;
 	c->rx_len = 0;
 	c->tx_len = 0;

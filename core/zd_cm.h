@@ -138,7 +138,7 @@ struct zd_rsp {
 	struct zd_obj obj;
 	DAT_CONN_QUAL conn_qual;
 	struct zd_evd *evd;
-	struct zd_ep *ep;                /* reserved, referenced */
+	struct zd_ep *ep;                /* reserved, referenced; NULL once used */
 	struct zd_cm_listener *listener;
 };
 ZD_OBJ_FITS(RSP, struct zd_rsp);
@@ -211,9 +211,11 @@ void zd_cm_active_failed(struct zd_cm_conn *c, DAT_EVENT_NUMBER type);
 
 /* A REQ arrived on @c (state WAIT_REQ): make a CR and tell the consumer. */
 void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
-/* Frees an RSP; @keep_ep: its EP passes to a CR instead of going back to
- * UNCONNECTED (zd_rsp.c). */
-void zd_rsp_destroy_locked(struct zd_rsp *rsp, int keep_ep);
+/* Frees an RSP; a reserved EP goes back to UNCONNECTED (zd_rsp.c). */
+void zd_rsp_destroy_locked(struct zd_rsp *rsp);
+/* A request arrived on the RSP: its EP passes to the CR, it stops
+ * listening and stays, used, until dat_rsp_free (zd_rsp.c). */
+void zd_rsp_use_locked(struct zd_rsp *rsp);
 
 /* ---- teardown (dat_ia_close ABRUPT) ---- */
 void zd_psp_destroy(struct zd_obj *o);

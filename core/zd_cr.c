@@ -68,14 +68,15 @@ void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 		/* The RSP's reference on its EP passes to the CR. */
 		cr->local_ep = rsp->ep;
 		atomic_store(&cr->local_ep->state, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
-		zd_obj_ref(evd);  /* outlives the RSP until posted */
-		zd_rsp_destroy_locked(rsp, 1);
+		zd_obj_ref(evd);  /* outlives the RSP's reference until posted */
+		zd_rsp_use_locked(rsp);
 		cr->conn = c;
 		c->cr = cr;
 		c->state = ZD_CONN_CR_PENDING;
 		c->deadline = 0;
 		zd_ia_add_child(ia, &cr->obj);
-		post_cr_event(evd, cr, DAT_HANDLE_NULL);
+		/* The used RSP, as the reference provider does (zd_rsp.c). */
+		post_cr_event(evd, cr, (DAT_PSP_HANDLE)rsp);
 		zd_obj_unref(evd);
 		return;
 	}

@@ -1,8 +1,14 @@
 /*
  * Reserved service points: a conn_qual (TCP port, as for PSPs) bound to one
  * EP, which goes RESERVED.  The first request turns into a CR for that EP
- * (now PASSIVE_CONNECTION_PENDING) and, as DAT_CR_ARRIVAL_EVENT_DATA says,
- * the RSP is destroyed by the provider then (the event's sp_handle is NULL).
+ * (now PASSIVE_CONNECTION_PENDING) and the RSP stops listening: it is
+ * single-use.  The connection request event names the RSP, and the RSP
+ * handle stays valid, used up, until dat_rsp_free (or dat_ia_close), as in
+ * the OFED reference provider (dapl_cr_callback.c posts sp_ptr; dapltest
+ * -T T -r checks sp_handle against its RSP and frees the RSP once
+ * connected).  dat.h's comment on DAT_CR_ARRIVAL_EVENT_DATA says the RSP is
+ * destroyed and sp_handle is NULL; no client relies on that.  A used RSP
+ * holds no EP and no EVD, so the EP and the EVD can go before it.
  */
 #include <string.h>
 
@@ -84,21 +90,33 @@ DAT_RETURN zd_rsp_query(DAT_RSP_HANDLE rsp_handle, DAT_RSP_PARAM_MASK mask, DAT_
 	return DAT_SUCCESS;
 }
 
-/* @keep_ep: the EP passes on to a CR (a request arrived) instead of going
- * back to UNCONNECTED. */
-void zd_rsp_destroy_locked(struct zd_rsp *rsp, int keep_ep)
+/* A request arrived: the EP (and the RSP's reference on it) passes to the
+ * CR, the listener closes; the RSP lives on, used, until freed. */
+void zd_rsp_use_locked(struct zd_rsp *rsp)
 {
 	if (rsp->listener)
 		zd_cm_listener_close(rsp->listener);
 	rsp->listener = NULL;
-	if (!keep_ep) {
+	rsp->ep = NULL;
+	if (rsp->evd)
+		zd_obj_unref(rsp->evd);
+	rsp->evd = NULL;
+}
+
+void zd_rsp_destroy_locked(struct zd_rsp *rsp)
+{
+	if (rsp->listener)
+		zd_cm_listener_close(rsp->listener);
+	rsp->listener = NULL;
+	if (rsp->ep) {
 		if (atomic_load(&rsp->ep->state) == DAT_EP_STATE_RESERVED) {
 			atomic_store(&rsp->ep->state, DAT_EP_STATE_UNCONNECTED);
 			rsp->ep->local_qual = 0;
 		}
 		zd_obj_unref(rsp->ep);
 	}
-	zd_obj_unref(rsp->evd);
+	if (rsp->evd)
+		zd_obj_unref(rsp->evd);
 	zd_ia_del_child(rsp->obj.ia, &rsp->obj);
 	zd_obj_release(rsp);
 }
@@ -110,7 +128,7 @@ DAT_RETURN zd_rsp_free(DAT_RSP_HANDLE rsp_handle)
 	zd_cm_lock();
 	rsp = zd_obj_get(rsp_handle, ZD_OBJ_RSP);
 	if (rsp)
-		zd_rsp_destroy_locked(rsp, 0);
+		zd_rsp_destroy_locked(rsp);
 	zd_cm_unlock();
 	return rsp ? DAT_SUCCESS : zd_obj_invalid_handle(ZD_OBJ_RSP);
 }
@@ -119,6 +137,6 @@ void zd_rsp_destroy(struct zd_obj *o)
 {
 	zd_cm_lock();
 	if (zd_obj_get(o, ZD_OBJ_RSP))
-		zd_rsp_destroy_locked((struct zd_rsp *)o, 0);
+		zd_rsp_destroy_locked((struct zd_rsp *)o);
 	zd_cm_unlock();
 }

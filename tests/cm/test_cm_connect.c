@@ -289,6 +289,38 @@ Test(cm_connect, graceful_disconnect_from_server) { disconnect_both(DAT_CLOSE_GR
 Test(cm_connect, abrupt_disconnect_from_client) { disconnect_both(DAT_CLOSE_ABRUPT_FLAG, 0); }
 Test(cm_connect, abrupt_disconnect_from_server) { disconnect_both(DAT_CLOSE_ABRUPT_FLAG, 1); }
 
+/* Our outgoing connection's local port, once it sits in TIME_WAIT (we
+ * closed first), is free for a service point at once, as after a
+ * passive close: the dtest family's fixed conn_qual lies in the kernel's
+ * local port range, and a test run right after another one failed with
+ * DAT_CONN_QUAL_IN_USE when an earlier connection had taken that port. */
+Test(cm_connect, local_port_of_a_closed_connection_is_free_for_a_psp)
+{
+	struct pair p;
+	struct node n;
+	DAT_EP_PARAM epp;
+	DAT_PSP_HANDLE psp;
+	DAT_CONN_QUAL local;
+
+	pair_open(&p);
+	pair_connect(&p);
+	CHK_RET(dat_ep_query(p.cep, DAT_EP_FIELD_ALL, &epp), DAT_SUCCESS);
+	local = epp.local_port_qual;
+	CHK(local != 0 && local != p.port);
+	/* The server disconnects: the client answers and closes first, so its
+	 * socket goes to TIME_WAIT. */
+	CHK_RET(dat_ep_disconnect(p.sep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+	CHK(wait_ev(p.cli.conn_evd, 3 * SEC, NULL) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	CHK(wait_ev(p.srv.conn_evd, 3 * SEC, NULL) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	usleep(100 * 1000);
+	node_close(&p.cli);
+	node_close(&p.srv);
+	node_open(&n);
+	CHK_RET(dat_psp_create(n.ia, local, n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
+	CHK_RET(dat_psp_free(psp), DAT_SUCCESS);
+	node_close(&n);
+}
+
 Test(cm_connect, disconnect_while_pending_abandons_the_connect)
 {
 	struct pair p;
@@ -432,10 +464,13 @@ Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 			       DAT_CONNECT_DEFAULT_FLAG),
 		DAT_SUCCESS);
 	CHK(wait_ev(srv.cr_evd, 5 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
-	/* The RSP went with the request (DAT_CR_ARRIVAL_EVENT_DATA). */
-	CHK(ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle == DAT_HANDLE_NULL);
+	/* The event names the RSP, which is used up but stays valid until
+	 * dat_rsp_free, as with the reference provider (dapltest -T T -r
+	 * checks sp_handle, then frees the RSP once connected). */
+	CHK(ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle == rsp);
 	CHK(ev.event_data.cr_arrival_event_data.conn_qual == port);
-	CHK(DAT_GET_TYPE(dat_rsp_free(rsp)) == DAT_INVALID_HANDLE);
+	CHK_RET(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &rp), DAT_SUCCESS);
+	CHK(rp.conn_qual == port && rp.ep_handle == DAT_HANDLE_NULL);
 	cr = ev.event_data.cr_arrival_event_data.cr_handle;
 	CHK_RET(dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp), DAT_SUCCESS);
 	CHK(crp.local_ep_handle == sep);
@@ -446,6 +481,16 @@ Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 	CHK(wait_ev(cli.conn_evd, 5 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 	CHK(wait_ev(srv.conn_evd, 5 * SEC, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED);
 	CHK(ev.event_data.connect_event_data.ep_handle == sep);
+	CHK(ep_state(sep) == DAT_EP_STATE_CONNECTED);
+	/* Single use: a second request to the port finds nobody. */
+	other = node_ep(&cli);
+	CHK_RET(dat_ep_connect(other, loopback(&sa), port, SEC / 2, 0, NULL, DAT_QOS_BEST_EFFORT,
+			       DAT_CONNECT_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(wait_ev(cli.conn_evd, 5 * SEC, NULL) != DAT_CONNECTION_EVENT_ESTABLISHED);
+	/* Freeing the used RSP leaves the connection alone. */
+	CHK_RET(dat_rsp_free(rsp), DAT_SUCCESS);
+	CHK(DAT_GET_TYPE(dat_rsp_free(rsp)) == DAT_INVALID_HANDLE);
 	CHK(ep_state(sep) == DAT_EP_STATE_CONNECTED);
 	node_close(&cli);
 	node_close(&srv);
