@@ -1,36 +1,34 @@
 #!/bin/sh
-# dapltest transaction test (-T T) against a dapltest server (-T S), both
-# unmodified Debian binaries on this host: connection setup through the CM,
-# then send/receive traffic, which needs the device's data path.
-# usage: dapltest_trans.sh <dat.conf> <ia_name> [client op args...]
-set -u
-conf=$1 ia=$2
-shift 2
-command -v dapltest >/dev/null || { echo "dapltest not installed (dapl2-utils)"; exit 77; }
-export DAT_OVERRIDE=$conf
-dir=$(mktemp -d)
-spid=""
-cleanup() {
-	[ -n "$spid" ] && kill "$spid" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
+# dapltest against a dapltest server (-T S), unmodified Debian binaries, two
+# processes on this host: a transaction test (-T T: threads x EPs, SR/RW/RR
+# ops, -V data validation, -P polling, -r RSPs) or a performance test
+# (-T P), then -T Q, which must make the server clean up and exit 0.
+# Passes only if the client exits 0 and says it ended its work (T) or
+# printed its results (P), neither side reports an error, and the server
+# quits.  The server's port is free, but the test EPs use ports next to it:
+# one run at a time.
+# usage: dapltest_trans.sh <dat.conf> <ia_name> <T|P> [client args...]
+. "$(dirname "$0")/lib.sh"
+ia=$2 type=$3
+interop_init "$1" dapltest
+shift 3
 [ $# -gt 0 ] || set -- client SR 256 server SR 256
-
-timeout 120 dapltest -T S -D "$ia" >"$dir/server" 2>&1 &
-spid=$!
-i=0
-while ! grep -q "Service Point Ready" "$dir/server" 2>/dev/null; do
-	i=$((i + 1))
-	if [ $i -gt 100 ] || ! kill -0 "$spid" 2>/dev/null; then
-		echo "dapltest server did not come up:"; cat "$dir/server"; exit 1
-	fi
-	sleep 0.1
-done
-timeout 60 dapltest -T T -s 127.0.0.1 -D "$ia" -i 1000 -t 1 -w 1 "$@" >"$dir/client" 2>&1
+port=$(free_port)
+server_start server "Service Point Ready" 150 dapltest -T S -D "$ia" -n "$port"
+client client 100 dapltest -T "$type" -s 127.0.0.1 -D "$ia" -n "$port" "$@"
 crc=$?
-echo "---- client (exit $crc)"; cat "$dir/client"
-echo "---- server"; cat "$dir/server"
-grep -q "Test Error" "$dir/client" "$dir/server" && crc=1
-echo "dapltest -T T on $ia: $([ $crc = 0 ] && echo PASS || echo FAIL)"
-[ $crc = 0 ]
+client quit 20 dapltest -T Q -s 127.0.0.1 -D "$ia" -n "$port"
+qrc=$?
+server_wait server 20
+src=$?
+show client server quit
+echo "client exit $crc, quit exit $qrc, server exit $src"
+ok=0
+case $type in
+T) done_pat="End of Work -- Client Exiting" ;;
+*) done_pat="^raw: " ;;
+esac
+[ $crc -eq 0 ] && [ $qrc -eq 0 ] && [ $src -eq 0 ] && has client "$done_pat" &&
+	has server "Exiting" && ! has client "[Ee]rror|FAIL" && ! has server "[Ee]rror|FAIL" &&
+	ok=1
+verdict "dapltest -T $type $* on $ia" $ok

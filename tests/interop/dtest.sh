@@ -1,0 +1,23 @@
+#!/bin/sh
+# dtest (server and client, unmodified Debian binaries, two processes on
+# this host): connect, send/recv with RMR exchange, RDMA write and read,
+# or with -W the RDMA write ping-pong (-D: with data validation, -a: every
+# size up to -b).  Passes only if both exit 0 and print "PASSED".  dtest's
+# side channel and conn_qual are fixed (port 45248): one run at a time.
+# usage: dtest.sh <dat.conf> <ia_name> [dtest args...]
+. "$(dirname "$0")/lib.sh"
+ia=$2
+interop_init "$1" dtest
+shift 2
+server_start server "waiting for client connection" 150 dtest -s -P "$ia" "$@"
+wait_listen server 15828  # its side channel (CONN_PORT)
+client client 120 dtest -P "$ia" -h 127.0.0.1 "$@"
+crc=$?
+server_wait server 30
+src=$?
+show server client
+echo "client exit $crc, server exit $src"
+ok=0
+[ $crc -eq 0 ] && [ $src -eq 0 ] && has client "Test Complete. PASSED" &&
+	has server "Test Complete. PASSED" && ok=1
+verdict "dtest $* on $ia" $ok

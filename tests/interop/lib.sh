@@ -1,0 +1,154 @@
+# Shared by the interop scripts (sourced, POSIX sh): the unmodified Debian
+# dapl2-utils clients run through libdat2 with this build's dat.conf
+# (DAT_OVERRIDE), servers in the background with a timeout, every server
+# killed by its PID when the script ends, output kept in a temporary
+# directory and printed at the end.
+#
+#   interop_init <dat.conf> <program>...   exit 77 if a program is missing
+#   server_start <name> <pattern> <secs> <cmd>...
+#                  runs cmd in the background (timeout secs), output in
+#                  $dir/<name>; returns once <pattern> (grep -E) is printed
+#                  (exit 1 if the server dies or takes over 10 s)
+#   server_wait <name> <secs>   waits for that server to end (else dumps its
+#                               stacks and kills it); its status
+#   client <name> <secs> <cmd>...   runs cmd (timeout secs; 2 s before, its
+#                               stacks are dumped into its output); status
+#   show <name>...              prints outputs, with headers
+#   has <name> <pattern>        grep -E -q in an output
+#   verdict <what> <ok>         prints PASS/FAIL, exits 0/1
+#   wait_listen <name> <port>   waits (10 s at most) until that server
+#                               listens on TCP <port>
+#   free_port                   a TCP port nobody listens on right now
+set -u
+
+interop_init() {
+	conf=$1
+	shift
+	for prog in "$@"; do
+		command -v "$prog" >/dev/null ||
+			{ echo "$prog not installed (dapl2-utils)"; exit 77; }
+	done
+	export DAT_OVERRIDE=$conf
+	# Line-buffered output, so a run killed by its timeout still shows
+	# how far it got.
+	linebuf=""
+	command -v stdbuf >/dev/null && linebuf="stdbuf -oL -eL"
+	dir=$(mktemp -d)
+	servers=""
+	trap interop_cleanup EXIT
+	trap 'exit 1' INT TERM
+}
+
+interop_cleanup() {
+	for pid in $servers; do
+		kill "$pid" 2>/dev/null
+	done
+	rm -rf "$dir"
+}
+
+server_start() {
+	_name=$1 _pat=$2 _secs=$3
+	shift 3
+	timeout "$_secs" $linebuf "$@" >"$dir/$_name" 2>&1 &
+	_pid=$!
+	servers="$servers $_pid"
+	eval "pid_$_name=$_pid"
+	_i=0
+	while ! grep -Eq "$_pat" "$dir/$_name" 2>/dev/null; do
+		_i=$((_i + 1))
+		if [ $_i -gt 100 ] || ! kill -0 "$_pid" 2>/dev/null; then
+			echo "server '$*' did not come up:"
+			cat "$dir/$_name"
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+
+server_wait() {
+	eval "_pid=\$pid_$1"
+	_i=0
+	while kill -0 "$_pid" 2>/dev/null && [ $_i -lt $(($2 * 10)) ]; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	kill -0 "$_pid" 2>/dev/null && stacks "$1" "$_pid"
+	kill "$_pid" 2>/dev/null
+	wait "$_pid"
+	_st=$?
+	forget "$_pid"
+	return $_st
+}
+
+forget() { # pid: no longer ours to kill
+	_rest=""
+	for pid in $servers; do
+		[ "$pid" = "$1" ] || _rest="$_rest $pid"
+	done
+	servers=$_rest
+}
+
+# Stacks of a process that overran its time (gdb, if installed), into the
+# output of <name>: a hang is diagnosed from the log alone.
+stacks() { # name pid
+	command -v gdb >/dev/null || return 0
+	for _p in $(pgrep -P "$2" 2>/dev/null); do  # timeout's child
+		echo "---- stacks of $_p ($(cat /proc/$_p/comm 2>/dev/null)), still running"
+		timeout 30 gdb -batch -p "$_p" -ex "thread apply all bt" 2>&1 |
+			grep -E '^(Thread|#)'
+	done >>"$dir/$1"
+}
+
+client() {
+	_name=$1 _secs=$2
+	shift 2
+	timeout -k 5 "$_secs" $linebuf "$@" >"$dir/$_name" 2>&1 &
+	_cpid=$!
+	servers="$servers $_cpid"  # killed too if we are
+	_i=0
+	while kill -0 "$_cpid" 2>/dev/null && [ $_i -lt $(($_secs * 10 - 20)) ]; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	kill -0 "$_cpid" 2>/dev/null && stacks "$_name" "$_cpid"
+	wait "$_cpid"
+	_st=$?
+	forget "$_cpid"
+	return $_st
+}
+
+show() {
+	for _n in "$@"; do
+		echo "---- $_n"
+		cat "$dir/$_n"
+	done
+}
+
+has() {
+	grep -Eq "$2" "$dir/$1"
+}
+
+verdict() {
+	echo "$1: $([ "$2" = 1 ] && echo PASS || echo FAIL)"
+	[ "$2" = 1 ]
+	exit
+}
+
+wait_listen() {
+	eval "_pid=\$pid_$1"
+	_i=0
+	while [ -z "$(ss -Hltn "sport = :$2" 2>/dev/null)" ]; do
+		_i=$((_i + 1))
+		if [ $_i -gt 100 ] || ! kill -0 "$_pid" 2>/dev/null; then
+			echo "server $1 never listened on port $2:"
+			cat "$dir/$1"
+			exit 1
+		fi
+		sleep 0.05
+	done
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])' \
+		2>/dev/null || echo $((40000 + $$ % 20000))
+}
