@@ -198,8 +198,6 @@ void zd_cm_ep_event(struct zd_ep *ep, DAT_EVENT_NUMBER type, const void *pdata, 
 void zd_cm_ep_conn_lost(struct zd_ep *ep, DAT_EVENT_NUMBER type);
 /* Detaches @ep from the CM for dat_ep_free (no events). */
 void zd_cm_ep_release(struct zd_ep *ep);
-/* DAT_INVALID_STATE with the subtype naming @state. */
-DAT_RETURN zd_ep_invalid_state(DAT_EP_STATE state);
 
 /* Frame handlers the thread calls (zd_ep_cm.c). */
 void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);

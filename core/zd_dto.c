@@ -17,55 +17,6 @@
 #define ZD_RECV_FLAGS \
 	(DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG)
 
-/* DAT_INVALID_STATE with the subtype naming the EP's state (cold). */
-static __attribute__((noinline, cold)) DAT_RETURN ep_state_error(DAT_EP_STATE s)
-{
-	DAT_RETURN_SUBTYPE sub;
-
-	switch (s) {
-	case DAT_EP_STATE_UNCONNECTED:
-		sub = DAT_INVALID_STATE_EP_UNCONNECTED;
-		break;
-	case DAT_EP_STATE_RESERVED:
-		sub = DAT_INVALID_STATE_EP_RESERVED;
-		break;
-	case DAT_EP_STATE_PASSIVE_CONNECTION_PENDING:
-		sub = DAT_INVALID_STATE_EP_PASSCONNPENDING;
-		break;
-	case DAT_EP_STATE_ACTIVE_CONNECTION_PENDING:
-		sub = DAT_INVALID_STATE_EP_ACTCONNPENDING;
-		break;
-	case DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING:
-		sub = DAT_INVALID_STATE_EP_TENTCONNPENDING;
-		break;
-	case DAT_EP_STATE_DISCONNECT_PENDING:
-		sub = DAT_INVALID_STATE_EP_DISCPENDING;
-		break;
-	case DAT_EP_STATE_DISCONNECTED:
-		sub = DAT_INVALID_STATE_EP_DISCONNECTED;
-		break;
-	case DAT_EP_STATE_COMPLETION_PENDING:
-		sub = DAT_INVALID_STATE_EP_COMPLPENDING;
-		break;
-	case DAT_EP_STATE_UNCONFIGURED_UNCONNECTED:
-		sub = DAT_INVALID_STATE_EP_UNCONFIGURED;
-		break;
-	case DAT_EP_STATE_UNCONFIGURED_RESERVED:
-		sub = DAT_INVALID_STATE_EP_UNCONFRESERVED;
-		break;
-	case DAT_EP_STATE_UNCONFIGURED_PASSIVE:
-		sub = DAT_INVALID_STATE_EP_UNCONFPASSIVE;
-		break;
-	case DAT_EP_STATE_UNCONFIGURED_TENTATIVE:
-		sub = DAT_INVALID_STATE_EP_UNCONFTENTATIVE;
-		break;
-	default:
-		sub = DAT_INVALID_STATE_EP_NOTREADY;
-		break;
-	}
-	return DAT_ERROR(DAT_INVALID_STATE, sub);
-}
-
 static ZD_ALWAYS_INLINE bool ep_connected(DAT_EP_STATE s)
 {
 	return s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_CONNECTED_SINGLE_PATH ||
@@ -112,7 +63,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
 	DAT_RETURN ret;
 
 	if (ZD_UNLIKELY(!ep_connected(s)))
-		return ep_state_error(s);
+		return zd_ep_invalid_state(s);
 	if ((ret = check_iov(n, iov, max)) != DAT_SUCCESS)
 		return ret;
 	if (ZD_UNLIKELY(flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS))
@@ -153,7 +104,7 @@ DAT_RETURN zd_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 	EP_GET_READY_OR_RETURN(ep, h);
 	s = atomic_load_explicit(&ep->state, memory_order_relaxed);
 	if (ZD_UNLIKELY(!ep_recv_ok(s)))
-		return ep_state_error(s);
+		return zd_ep_invalid_state(s);
 	/* Receives of an EP on an SRQ come from the SRQ only. */
 	if (ZD_UNLIKELY(ep->srq != NULL))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE);

@@ -37,6 +37,9 @@ ZD_OBJ_FITS(EP, struct zd_ep);
 
 void zd_ep_destroy(struct zd_obj *o);
 
+/* DAT_INVALID_STATE with the subtype naming @state (DAT_INVALID_STATE_EP_*). */
+DAT_RETURN zd_ep_invalid_state(DAT_EP_STATE state);
+
 /* dat_ep_create and dat_ep_create_with_srq (@srq may be NULL). */
 DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
 				 DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
