@@ -2,13 +2,19 @@
  * The TCP soft device: hosts without RDMA hardware.
  * ia_params: "tcp <ifname | IPv4 address>"; that address is the IA address.
  *
- * This file holds the device's control path as far as it exists today (IA
- * open/close and limits); sockets, the wire protocol and the data path come
- * with the tcp device issue.
+ * This file holds the IA (open/close, limits, the waker's epoll set) and
+ * the ops table; zd_tcp.h describes the design, zd_tcp_wire.h the
+ * protocol, the other zd_tcp_*.c files one concept each.
  */
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "core/zd_device.h"
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
+#include "hw/tcp/zd_tcp.h"
 
 static const struct zd_device_limits tcp_limits = {
 	.max_eps = 4096,
@@ -16,7 +22,7 @@ static const struct zd_device_limits tcp_limits = {
 	.max_rdma_read_per_ep = 64,
 	.max_evds = 8192,
 	.max_evd_qlen = 1 << 20,
-	.max_iov_segments = 16,
+	.max_iov_segments = ZD_TCP_MAX_SEGS,
 	.max_lmrs = 1 << 20,
 	.max_lmr_block_size = UINT32_MAX,  /* DAT_SEG_LENGTH is 32-bit */
 	.max_pzs = 1024,
@@ -39,11 +45,42 @@ static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	if (zd_netaddr_resolve(p->args[0], &ia->addr) != 0)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 	ia->limits = tcp_limits;
+
+	struct zd_tcp_ia *tia = calloc(1, sizeof(*tia));
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = NULL };
+
+	if (!tia)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	tia->ia = ia;
+	pthread_mutex_init(&tia->lock, NULL);
+	tia->epfd = epoll_create1(EPOLL_CLOEXEC);
+	tia->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (tia->epfd < 0 || tia->stopfd < 0 ||
+	    epoll_ctl(tia->epfd, EPOLL_CTL_ADD, tia->stopfd, &e) != 0) {
+		if (tia->epfd >= 0)
+			close(tia->epfd);
+		if (tia->stopfd >= 0)
+			close(tia->stopfd);
+		pthread_mutex_destroy(&tia->lock);
+		free(tia);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
+	}
+	ia->dev_priv = tia;
 	return DAT_SUCCESS;
 }
 
 static void tcp_ia_close(struct zd_ia *ia)
 {
+	struct zd_tcp_ia *tia = ia->dev_priv;
+
+	if (!tia)
+		return;
+	zd_tcp_waker_stop(tia);
+	close(tia->epfd);
+	close(tia->stopfd);
+	pthread_mutex_destroy(&tia->lock);
+	free(tia);
+	ia->dev_priv = NULL;
 }
 
 static const struct zd_device_ops zd_tcp_ops = {
@@ -51,5 +88,24 @@ static const struct zd_device_ops zd_tcp_ops = {
 	.adapter_name = "zdapl-tcp",
 	.ia_open = tcp_ia_open,
 	.ia_close = tcp_ia_close,
+	/* No mr_register: the key table core fills is all the device reads. */
+	.cq_create = zd_tcp_cq_create,
+	.cq_destroy = zd_tcp_cq_destroy,
+	.cq_poll = zd_tcp_cq_poll,
+	.cq_arm = zd_tcp_cq_arm,
+	.qp_create = zd_tcp_qp_create,
+	.qp_local_blob = zd_tcp_qp_local_blob,
+	.qp_connect = zd_tcp_qp_connect,
+	.qp_flush = zd_tcp_qp_flush,
+	.qp_reset = zd_tcp_qp_reset,
+	.qp_destroy = zd_tcp_qp_destroy,
+	.srq_create = zd_tcp_srq_create,
+	.srq_resize = zd_tcp_srq_resize,
+	.srq_destroy = zd_tcp_srq_destroy,
+	.post_send = zd_tcp_post_send,
+	.post_recv = zd_tcp_post_recv,
+	.post_rdma_write = zd_tcp_post_rdma_write,
+	.post_rdma_read = zd_tcp_post_rdma_read,
+	.srq_post_recv = zd_tcp_srq_post_recv,
 };
 ZD_DEVICE_REGISTER(zd_tcp_ops)

@@ -1,0 +1,315 @@
+/*
+ * Private header of the TCP soft device (hw/tcp): hosts without RDMA
+ * hardware.  Wire protocol: zd_tcp_wire.h.
+ *
+ * Model: one non-blocking TCP socket per connected QP, driven by whoever
+ * progresses the QP (manual progress, no data-path thread):
+ *  - a post validates the local segments (lkey, bounds, PZ, LOCAL_WRITE
+ *    where written), appends a request to the QP's preallocated send queue
+ *    (no lock, no allocation) and transmits what the socket takes (sendmsg
+ *    with an iovec: header + segments);
+ *    the rest goes out on the next progress;
+ *  - cq_poll (dat_evd_dequeue / dat_evd_wait on the recv or request EVD)
+ *    progresses every QP feeding that EVD: transmits queued frames, reads
+ *    incoming ones, lands RDMA writes straight into registered memory after
+ *    the checks, answers RDMA reads, places sends into posted receives (or
+ *    SRQ buffers), and turns ACKs and read responses into completions.
+ *
+ * WHEN THE TARGET MUST POLL.  Nothing lands without the target's library
+ * running: an RDMA write's data is placed, an RDMA read is answered and a
+ * send is received only while the target process progresses that EP: while
+ * a thread of the target polls (dat_evd_dequeue, dat_evd_wait) the EP's
+ * recv EVD or request EVD, or polls any DTO EVD of the same IA and finds
+ * it empty (an idle poll drives every QP of the IA), or while any thread of
+ * the target sleeps in dat_evd_wait on any DTO EVD of the same IA (the IA's
+ * waker thread wakes it when frames arrive and it progresses every QP of
+ * the IA before sleeping again).  So an initiator's RDMA write or read
+ * completes only once the target did one of those after the frame arrived;
+ * a target that neither polls nor waits (spinning on memory) stalls them.
+ *
+ * Completion semantics at the initiator: a send completes when all of it
+ * was handed to the kernel (as on the shm device, where a send completes
+ * when its data is in the target's memory or eager ring: the target need
+ * not poll); an RDMA write when the target ACKed it (it was placed, or it
+ * failed the target's checks and the completion carries
+ * DAT_DTO_ERR_REMOTE_ACCESS); an RDMA read when its response landed.
+ * Completions of an EP are reported in post order, so a send posted after
+ * an RDMA write or read completes after it.  A send the target refuses
+ * (its receive is too short) has already completed: the target's NAK then
+ * breaks the connection and later DTOs complete flushed.
+ *
+ * Receive not posted: a send of up to ZD_TCP_EAGER_SIZE bytes is read into
+ * the QP's eager buffer (ZD_TCP_EAGER_SLOTS of them) and matched, in order,
+ * to the receives posted later; a larger one, or one finding the eager
+ * buffer full, stops the reading of the socket until a receive is posted
+ * (TCP flow control is the RNR backpressure), and the frames behind it
+ * (including ACKs and read responses for the target's own requests) wait.
+ *
+ * Breaking: a frame failing validation, a NAK, EOF or a socket error puts
+ * the QP in error and flushes it (every outstanding DTO completes
+ * DAT_DTO_ERR_FLUSHED, or the error it carries) and shuts the socket down;
+ * a protocol or protection violation by the peer also posts
+ * DAT_ASYNC_ERROR_EP_BROKEN for the EP.  The EP's connection state stays
+ * with the CM: it sees DISCONNECTED/BROKEN when the CM connection ends.
+ * qp_flush (disconnect) first harvests what already arrived, then flushes.
+ *
+ * Not in this first cut (see the issue): no progress without the consumer
+ * (a target that only spins on memory, as dtest -W does, never sees RDMA
+ * writes land); dat_cno_wait does not arm the CQs, so a CNO waiter is not
+ * woken by arriving frames (dtest -c); an SRQ buffer posted while a QP is
+ * stalled on it is noticed at the next poll of that QP's EVDs, not by a
+ * sleeping waiter; RMR rkeys are not accepted (core has no RMR bind yet).
+ *
+ * Concurrency: all per-QP protocol state is owned by whoever holds the
+ * QP's progress flag (a try-lock, never waited on): a thread that wants
+ * work done sets bits in qp->want and tries the flag; the holder loops
+ * until want stays empty, so a request is never lost.  Completions go to
+ * the CQ's MPSC ring (any thread) and are moved into the EVD by cq_poll.
+ * The poster side of the send queue and of the receive queue is one thread
+ * at a time (the consumer's, as with nonthreadsafe DAT).
+ *
+ * Sleeping: a thread about to sleep in dat_evd_wait (cq_arm) first
+ * progresses every QP of the IA, then registers their sockets (EPOLLONESHOT,
+ * EPOLLIN unless the receive side is stalled, EPOLLOUT while frames wait to
+ * go out) in the IA's epoll set; the IA's waker thread, blocking in
+ * epoll_wait, wakes (zd_waiter_notify) every DTO EVD of the IA when one
+ * fires, and the woken thread progresses them all again before it sleeps.
+ * So a thread asleep on any DTO EVD of the IA drives every EP of the IA
+ * (consumers such as dapltest sleep on one EP's EVD while the peer waits
+ * for another EP of theirs).  No syscall on the data path besides the
+ * socket I/O itself: the sleep path pays for the rest.
+ */
+#ifndef ZD_TCP_H
+#define ZD_TCP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "core/zd_compiler.h"
+#include "core/zd_device.h"
+#include "evd/zd_ring.h"
+#include "hw/tcp/zd_tcp_wire.h"
+
+#define ZD_TCP_MAX_SEGS      16
+#define ZD_TCP_RESP_DEPTH    64     /* read requests answered but not yet sent */
+#define ZD_TCP_RX_BATCH      64     /* frames read per progress of one QP */
+#define ZD_TCP_EAGER_SLOTS   64     /* sends received before their receive was posted */
+#define ZD_TCP_EAGER_SIZE    4096   /* ... up to this size each */
+
+struct zd_tcp_seg {
+	uint64_t addr;
+	uint64_t len;
+};
+
+struct zd_tcp_cq;
+struct zd_tcp_qp;
+struct zd_tcp_srq;
+
+struct zd_tcp_qplist {
+	uint32_t n;
+	struct zd_tcp_qp *qp[];
+};
+
+struct zd_tcp_ia {
+	struct zd_ia *ia;
+	pthread_mutex_t lock;             /* control path: lists, waker */
+	struct zd_tcp_qp *qps;            /* every QP (waker checks membership) */
+	struct zd_tcp_cq *cqs;            /* every CQ (the waker wakes them all) */
+	int epfd;                         /* the waker's set */
+	int stopfd;                       /* eventfd: waker exits */
+	pthread_t waker;
+	bool waker_running;
+};
+
+struct zd_tcp_cq {
+	struct zd_evd *evd;
+	struct zd_tcp_ia *tia;
+	struct zd_ring *local;            /* MPSC: completions of any thread */
+	struct zd_tcp_qplist *_Atomic qps;  /* RCU: QPs feeding this CQ */
+	struct zd_tcp_cq *next;           /* tia->cqs */
+};
+
+/* One posted receive (RQ or SRQ): segments checked at post time. */
+struct zd_tcp_recv {
+	DAT_DTO_COOKIE cookie;
+	uint32_t nseg;
+	uint32_t pad;
+	uint64_t total;
+	struct zd_tcp_seg seg[ZD_TCP_MAX_SEGS];
+};
+
+struct zd_tcp_srq {
+	struct zd_srq *srq;
+	struct zd_tcp_recv *slots;
+	uint32_t depth;                   /* power of two */
+	_Atomic uint64_t posted;          /* poster */
+	_Atomic uint64_t head;            /* CAS by the QPs taking buffers */
+};
+
+/* A request in the send queue. */
+struct zd_tcp_wr {
+	DAT_DTOS op;
+	DAT_COMPLETION_FLAGS flags;
+	DAT_DTO_COOKIE cookie;
+	uint32_t nseg;
+	uint32_t status;                  /* preset: local check failed */
+	uint64_t total;
+	uint32_t rkey;
+	uint32_t done;                    /* READ: response landed */
+	uint64_t raddr;
+	struct zd_tcp_seg seg[ZD_TCP_MAX_SEGS];
+};
+
+enum zd_tcp_conn_state {
+	ZD_TCP_IDLE,        /* not connected yet */
+	ZD_TCP_LISTEN,      /* waiting for the peer to connect to our listener */
+	ZD_TCP_CONNECTING,  /* non-blocking connect in flight */
+	ZD_TCP_UP,          /* socket up (HELLOs may still be in flight) */
+	ZD_TCP_DOWN,        /* broken or flushed: never used again */
+};
+
+/* Work bits of qp->want. */
+#define ZD_TCP_W_TX    0x1u
+#define ZD_TCP_W_RX    0x2u
+#define ZD_TCP_W_FLUSH 0x4u
+
+struct zd_tcp_qp {
+	struct zd_ep *ep;
+	struct zd_tcp_ia *tia;
+	struct zd_tcp_qp *next;           /* tia->qps */
+	struct zd_tcp_cq *recv_cq, *req_cq;
+	struct zd_tcp_srq *srq;
+
+	_Atomic uint32_t error;           /* flushed: every DTO completes flushed */
+	_Atomic uint32_t want;            /* work asked of the progress holder */
+	_Atomic uint32_t busy;            /* progress try-lock */
+	_Atomic uint32_t tx_pending;      /* frames wait for socket room (for arm) */
+	_Atomic uint32_t rx_stalled;      /* a send waits for a receive (for arm) */
+	bool lw_sent;                     /* SRQ "last WQE" event posted */
+
+	/* connection (fd swaps also under fd_lock, for cq_arm) */
+	pthread_mutex_t fd_lock;
+	int lis_fd;                       /* our listener until the peer's HELLO came */
+	int fd;                           /* connecting or connected socket */
+	enum zd_tcp_conn_state cstate;
+	bool flushed;                     /* the flush ran since create/reset */
+	bool destroying;
+	bool stale;                       /* flushed after a connection began */
+	bool connector;
+	bool hello_sent, hello_rcvd;
+	uint64_t token, peer_token;
+	uint32_t lis_addr;                /* network order */
+	uint16_t lis_port;                /* network order */
+	uint32_t peer_addr;
+	uint16_t peer_port;
+
+	/* receive queue: poster fills, progress holder consumes */
+	struct zd_tcp_recv *rq;
+	uint32_t rq_depth;
+	_Atomic uint64_t rq_tail;         /* poster */
+	_Atomic uint64_t rq_head;         /* holder */
+
+	/* send queue: poster fills [sq_head, sq_tail) */
+	struct zd_tcp_wr *sq;
+	uint32_t sq_depth;
+	_Atomic uint64_t sq_tail;         /* poster */
+	_Atomic uint64_t sq_head;         /* holder: completed so far */
+	uint64_t sq_tx;                   /* holder: next to transmit */
+	uint64_t sq_acked;                /* holder: requests < this are acked */
+	uint64_t sq_base;                 /* position of this connection's seq 0 */
+
+	/* transmit state (holder) */
+	struct zd_tcp_hdr tx_hdr;
+	struct iovec tx_iov[ZD_TCP_MAX_SEGS + 1];
+	uint32_t tx_niov;
+	uint64_t tx_left;                 /* bytes of the current frame still to go */
+	bool tx_busy;                     /* a frame is (partly) out */
+	bool tx_is_req;                   /* it is request sq_tx */
+	bool ack_pending;
+	uint32_t ack_seq;
+	bool nak_pending;
+	uint32_t nak_seq, nak_status;
+	struct {
+		uint32_t seq;
+		uint32_t len;
+		uint64_t addr;
+	} resp[ZD_TCP_RESP_DEPTH];
+	uint32_t resp_head, resp_tail;
+
+	/* receive state (holder) */
+	struct zd_tcp_hdr rx_hdr;
+	uint32_t rx_hgot;                 /* header bytes read */
+	bool rx_in_payload;
+	struct iovec rx_iov[ZD_TCP_MAX_SEGS];
+	uint32_t rx_niov, rx_iov_i;
+	uint64_t rx_left;
+	uint32_t rx_expect;               /* next request seq from the peer */
+	/* what the payload being read completes */
+	int rx_kind;                      /* 0 none, 1 recv, 2 write, 3 read resp */
+	struct zd_tcp_recv rx_recv;       /* the receive being filled (copy) */
+	bool rx_recv_srq;
+	uint64_t rx_wr;                   /* read response: sq position */
+
+	/* sends that found no receive posted (holder), matched in order to
+	 * later receives; a larger one stops the reading instead */
+	uint8_t *eager_buf;               /* EAGER_SLOTS x EAGER_SIZE */
+	struct {
+		uint32_t len;
+		uint32_t seq;
+	} eager[ZD_TCP_EAGER_SLOTS];
+	uint32_t eager_head, eager_tail;
+	_Atomic uint32_t eager_n;         /* waiting there (post_recv reads it) */
+};
+
+/* ---- zd_tcp_cq.c ---- */
+DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth);
+void zd_tcp_cq_destroy(struct zd_evd *evd);
+int zd_tcp_cq_poll(struct zd_evd *evd, int budget);
+void zd_tcp_cq_arm(struct zd_evd *evd);
+int zd_tcp_cq_attach(struct zd_tcp_cq *cq, struct zd_tcp_qp *qp, bool add);
+void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
+			DAT_DTO_COMPLETION_STATUS st, uint64_t len, DAT_DTOS op);
+int zd_tcp_waker_start(struct zd_tcp_ia *tia);
+void zd_tcp_waker_stop(struct zd_tcp_ia *tia);
+
+/* ---- zd_tcp_qp.c ---- */
+DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep);
+size_t zd_tcp_qp_local_blob(struct zd_ep *ep, void *blob, size_t max);
+DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len);
+void zd_tcp_qp_flush(struct zd_ep *ep);
+DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep);
+void zd_tcp_qp_destroy(struct zd_ep *ep);
+/* Asks for @bits of work on @qp and does it unless another thread holds
+ * the QP (then that thread does it before letting go). */
+void zd_tcp_qp_progress(struct zd_tcp_qp *qp, uint32_t bits);
+/* Registers @qp's socket one-shot in the IA's epoll set for what a
+ * sleeping consumer needs (cq_arm). */
+void zd_tcp_qp_arm(struct zd_tcp_qp *qp);
+
+/* ---- zd_tcp_post.c ---- */
+DAT_RETURN zd_tcp_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_tcp_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_tcp_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				  DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_tcp_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				 DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_tcp_srq_create(struct zd_srq *srq);
+DAT_RETURN zd_tcp_srq_resize(struct zd_srq *srq, uint32_t depth);
+void zd_tcp_srq_destroy(struct zd_srq *srq);
+DAT_RETURN zd_tcp_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				DAT_DTO_COOKIE cookie);
+/* Takes the next posted SRQ buffer into @out; false if none. */
+bool zd_tcp_srq_take(struct zd_tcp_srq *s, struct zd_tcp_recv *out);
+void zd_tcp_srq_check_lw(struct zd_tcp_srq *s);
+/* Checks [addr, addr+len) of @key in @ia: live LMR, PZ @pz, rights @need. */
+bool zd_tcp_key_check(struct zd_ia *ia, uint32_t key, uint64_t addr, uint64_t len,
+		      uint32_t need, const void *pz);
+
+#endif /* ZD_TCP_H */

@@ -1,0 +1,672 @@
+/*
+ * The tcp device's data path between two processes (fork) connected by
+ * the real connection manager over 127.0.0.1, through libdat2 and a
+ * dat.conf with a "tcp lo" line: send/recv with several segments, RDMA
+ * write and read with data checks, SRQ, protection violations, a killed
+ * peer, flush on disconnect, and a malformed frame injected on the data
+ * socket (it breaks that connection only).
+ *
+ * The parent is the server (PSP, accept), the forked child the client; they
+ * exchange addresses and keys over a socketpair (msg_*).
+ */
+#include <dirent.h>
+#include <stdlib.h>
+
+#include "cm_test.h"
+#include "hw/tcp/zd_tcp_wire.h"
+
+#define IA_TCP "zdapl-tcp-lo"
+#define BUF 65536
+
+struct peer {
+	struct node n;
+	DAT_EVD_HANDLE req, rcv;
+	DAT_EP_HANDLE ep;
+	DAT_PSP_HANDLE psp;
+	DAT_SRQ_HANDLE srq;
+	uint8_t *buf;
+	DAT_LMR_HANDLE lmr;
+	DAT_LMR_CONTEXT lkey;
+	DAT_RMR_CONTEXT rkey;
+};
+
+static void peer_open(struct peer *p, DAT_MEM_PRIV_FLAGS priv)
+{
+	DAT_REGION_DESCRIPTION r;
+	DAT_VLEN rlen;
+	DAT_VADDR raddr;
+
+	memset(p, 0, sizeof(*p));
+	node_open_on(&p->n, IA_TCP);
+	CHK_RET(dat_evd_create(p->n.ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &p->req),
+		DAT_SUCCESS);
+	CHK_RET(dat_evd_create(p->n.ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &p->rcv),
+		DAT_SUCCESS);
+	p->buf = aligned_alloc(4096, BUF);
+	CHK(p->buf);
+	memset(p->buf, 0, BUF);
+	r.for_va = p->buf;
+	CHK_RET(dat_lmr_create(p->n.ia, DAT_MEM_TYPE_VIRTUAL, r, BUF, p->n.pz, priv,
+			       DAT_VA_TYPE_VA, &p->lmr, &p->lkey, &p->rkey, &rlen, &raddr),
+		DAT_SUCCESS);
+}
+
+static void peer_ep(struct peer *p, DAT_EP_HANDLE *ep, int with_srq)
+{
+	DAT_EP_ATTR a;
+
+	memset(&a, 0, sizeof(a));
+	a.service_type = DAT_SERVICE_TYPE_RC;
+	a.max_message_size = BUF;
+	a.max_rdma_size = BUF;
+	a.qos = DAT_QOS_BEST_EFFORT;
+	a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+	a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+	a.max_recv_dtos = 32;
+	a.max_request_dtos = 32;
+	a.max_recv_iov = 4;
+	a.max_request_iov = 4;
+	a.max_rdma_read_in = 4;
+	a.max_rdma_read_out = 4;
+	a.ep_transport_specific_count = 0;
+	a.ep_provider_specific_count = 0;
+	if (with_srq) {
+		DAT_SRQ_ATTR sa = { .max_recv_dtos = 64, .max_recv_iov = 4, .low_watermark = DAT_SRQ_LW_DEFAULT };
+
+		if (!p->srq)
+			CHK_RET(dat_srq_create(p->n.ia, p->n.pz, &sa, &p->srq), DAT_SUCCESS);
+		CHK_RET(dat_ep_create_with_srq(p->n.ia, p->n.pz, p->rcv, p->req, p->n.conn_evd,
+					       p->srq, &a, ep),
+			DAT_SUCCESS);
+	} else {
+		CHK_RET(dat_ep_create(p->n.ia, p->n.pz, p->rcv, p->req, p->n.conn_evd, &a, ep),
+			DAT_SUCCESS);
+	}
+}
+
+/* Server: listen on a fresh port and tell the client which. */
+static DAT_CONN_QUAL server_listen(struct peer *p, int fd)
+{
+	DAT_CONN_QUAL port;
+
+	CHK_RET(dat_psp_create_any(p->n.ia, &port, p->n.cr_evd, DAT_PSP_CONSUMER_FLAG, &p->psp),
+		DAT_SUCCESS);
+	msg_send(fd, (uint32_t)port);
+	return port;
+}
+
+static void server_accept(struct peer *p, DAT_EP_HANDLE ep)
+{
+	DAT_EVENT ev;
+
+	CHK(wait_ev(p->n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
+	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL),
+		DAT_SUCCESS);
+	CHK(wait_ev(p->n.conn_evd, 10 * SEC, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED);
+}
+
+static void client_connect(struct peer *p, DAT_EP_HANDLE ep, uint32_t port)
+{
+	struct sockaddr_in sa;
+
+	CHK_RET(dat_ep_connect(ep, loopback(&sa), port, 10 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
+			       DAT_CONNECT_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(wait_ev(p->n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+}
+
+/* Next DTO completion of @evd within @us; its status (checks the cookie
+ * when @cookie is not ~0). */
+static int dto_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, uint64_t cookie, DAT_COUNT *len)
+{
+	DAT_EVENT ev;
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+
+	CHK(wait_ev(evd, us, &ev) == DAT_DTO_COMPLETION_EVENT);
+	if (cookie != ~0ull)
+		CHK(d->user_cookie.as_64 == cookie);
+	if (len)
+		*len = (DAT_COUNT)d->transfered_length;
+	return d->status;
+}
+
+static DAT_LMR_TRIPLET seg(struct peer *p, size_t off, size_t len)
+{
+	DAT_LMR_TRIPLET t = { .lmr_context = p->lkey, .virtual_address = (DAT_VADDR)(uintptr_t)(p->buf + off),
+			      .segment_length = (DAT_VLEN)len };
+	return t;
+}
+
+static void post_recv(struct peer *p, DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+		      uint64_t cookie)
+{
+	DAT_DTO_COOKIE c = { .as_64 = cookie };
+
+	CHK_RET(dat_ep_post_recv(ep, n, iov, c, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+}
+
+static void post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, uint64_t cookie)
+{
+	DAT_DTO_COOKIE c = { .as_64 = cookie };
+
+	CHK_RET(dat_ep_post_send(ep, n, iov, c, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+}
+
+static void peer_close(struct peer *p)
+{
+	CHK_RET(dat_ia_close(p->n.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+	free(p->buf);
+}
+
+static int run_child(int (*fn)(int, void *), void *arg, int *fd)
+{
+	return spawn(fn, arg, fd);
+}
+
+/* ---- send/recv, several segments each way ---- */
+
+static int c_sendrecv(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov[3];
+	DAT_COUNT len;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	iov[0] = seg(&p, 1000, 100);
+	iov[1] = seg(&p, 5000, 2000);
+	iov[2] = seg(&p, 9000, 3000);
+	post_recv(&p, p.ep, 3, iov, 7);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	/* 3 segments out: 10 + 0 + 40000 bytes */
+	fill(p.buf + 20000, 10, 1);
+	fill(p.buf + 30000, 40000 - 10000, 2);
+	iov[0] = seg(&p, 20000, 10);
+	iov[1] = seg(&p, 25000, 0);
+	iov[2] = seg(&p, 30000, 30000);
+	post_send(p.ep, 3, iov, 11);
+	CHK(dto_wait(p.req, 10 * SEC, 11, &len) == DAT_DTO_SUCCESS);
+	/* the server's answer: 5000 bytes over our 3 receive segments */
+	CHK(dto_wait(p.rcv, 10 * SEC, 7, &len) == DAT_DTO_SUCCESS);
+	CHK(len == 5000);
+	for (int i = 0; i < 5000; i++) {
+		uint8_t want = (uint8_t)(3 + i * 7);
+		uint8_t got = i < 100 ? p.buf[1000 + i] : i < 2100 ? p.buf[5000 + i - 100]
+							    : p.buf[9000 + i - 2100];
+		CHK(got == want);
+	}
+	CHK(p.buf[9000 + 2900] == 0);  /* nothing past the message */
+	msg_send(fd, 1);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, sendrecv_multiseg, .timeout = 60)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov[2];
+	DAT_COUNT len;
+	int fd;
+	pid_t pid = run_child(c_sendrecv, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	iov[0] = seg(&p, 0, 16);
+	iov[1] = seg(&p, 100, 40000);
+	post_recv(&p, p.ep, 2, iov, 5);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	CHK(dto_wait(p.rcv, 10 * SEC, 5, &len) == DAT_DTO_SUCCESS);
+	CHK(len == 30010);
+	for (int i = 0; i < 10; i++)
+		CHK(p.buf[i] == (uint8_t)(1 + i * 7));
+	for (int i = 0; i < 6; i++)
+		CHK(p.buf[10 + i] == (uint8_t)(2 + i * 7));
+	for (int i = 6; i < 30000; i++)
+		CHK(p.buf[100 + i - 6] == (uint8_t)(2 + i * 7));
+	fill(p.buf + 50000, 5000, 3);
+	iov[0] = seg(&p, 50000, 5000);
+	post_send(p.ep, 1, iov, 9);
+	CHK(dto_wait(p.req, 10 * SEC, 9, NULL) == DAT_DTO_SUCCESS);
+	msg_recv(fd, 10000);
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+/* ---- RDMA write and read ---- */
+
+static int c_rdma(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov[2];
+	DAT_RMR_TRIPLET r;
+	DAT_DTO_COOKIE c = { .as_64 = 21 };
+	uint32_t rkey, lo, hi;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	rkey = msg_recv(fd, 10000);
+	lo = msg_recv(fd, 10000);
+	hi = msg_recv(fd, 10000);
+	r.rmr_context = rkey;
+	r.virtual_address = (DAT_VADDR)lo | (DAT_VADDR)hi << 32;
+	/* write 2 segments to server buf + 4096 */
+	fill(p.buf, 1000, 5);
+	fill(p.buf + 2000, 20000, 6);
+	iov[0] = seg(&p, 0, 1000);
+	iov[1] = seg(&p, 2000, 20000);
+	r.virtual_address += 4096;
+	r.segment_length = 21000;
+	CHK_RET(dat_ep_post_rdma_write(p.ep, 2, iov, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(dto_wait(p.req, 10 * SEC, 21, NULL) == DAT_DTO_SUCCESS);
+	/* read it back (the server wrote its own pattern in front) */
+	r.virtual_address -= 4096;
+	r.segment_length = 4096 + 21000;
+	iov[0] = seg(&p, 30000, 4096 + 21000);
+	c.as_64 = 22;
+	CHK_RET(dat_ep_post_rdma_read(p.ep, 1, iov, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(dto_wait(p.req, 10 * SEC, 22, NULL) == DAT_DTO_SUCCESS);
+	for (int i = 0; i < 4096; i++)
+		CHK(p.buf[30000 + i] == (uint8_t)(9 + i * 7));
+	CHK(memcmp(p.buf + 30000 + 4096, p.buf, 1000) == 0);
+	CHK(memcmp(p.buf + 30000 + 4096 + 1000, p.buf + 2000, 20000) == 0);
+	/* tell the server (through the data path) we are done */
+	iov[0] = seg(&p, 0, 4);
+	post_send(p.ep, 1, iov, 23);
+	CHK(dto_wait(p.req, 10 * SEC, 23, NULL) == DAT_DTO_SUCCESS);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, rdma_write_read, .timeout = 60)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	uint8_t want[21000];
+	int fd;
+	pid_t pid = run_child(c_rdma, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	fill(p.buf, 4096, 9);
+	iov = seg(&p, 60000, 64);
+	post_recv(&p, p.ep, 1, &iov, 1);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	msg_send(fd, p.rkey);
+	msg_send(fd, (uint32_t)(uintptr_t)p.buf);
+	msg_send(fd, (uint32_t)((uint64_t)(uintptr_t)p.buf >> 32));
+	/* Waiting (asleep) on the recv EVD is what progresses the write
+	 * and the read here. */
+	CHK(dto_wait(p.rcv, 20 * SEC, 1, NULL) == DAT_DTO_SUCCESS);
+	fill(want, 1000, 5);
+	fill(want + 1000, 20000, 6);
+	CHK(memcmp(p.buf + 4096, want, 21000) == 0);
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+/* ---- protection: a bad rkey / no REMOTE_WRITE leave memory untouched ---- */
+
+static int c_prot(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_RMR_TRIPLET r;
+	DAT_DTO_COOKIE c = { .as_64 = 31 };
+	int mode = (int)(intptr_t)arg;
+	uint32_t rkey, lo, hi;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	rkey = msg_recv(fd, 10000);
+	lo = msg_recv(fd, 10000);
+	hi = msg_recv(fd, 10000);
+	r.rmr_context = mode == 0 ? rkey ^ 0x5a5a0 : rkey;
+	r.virtual_address = (DAT_VADDR)lo | (DAT_VADDR)hi << 32;
+	r.segment_length = 4096;
+	if (mode == 2)
+		r.virtual_address += BUF - 100;  /* past the end */
+	fill(p.buf, 4096, 4);
+	iov = seg(&p, 0, 4096);
+	CHK_RET(dat_ep_post_rdma_write(p.ep, 1, &iov, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(dto_wait(p.req, 20 * SEC, 31, NULL) == DAT_DTO_ERR_REMOTE_ACCESS);
+	/* the connection is broken: later DTOs flush */
+	c.as_64 = 32;
+	if (dat_ep_post_rdma_write(p.ep, 1, &iov, c, &r, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS)
+		CHK(dto_wait(p.req, 20 * SEC, 32, NULL) == DAT_DTO_ERR_FLUSHED);
+	/* local protection: a bad lkey completes in error locally */
+	msg_send(fd, 1);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+static void prot_case(int mode, DAT_MEM_PRIV_FLAGS priv)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	int fd;
+	pid_t pid = run_child(c_prot, (void *)(intptr_t)mode, &fd);
+
+	peer_open(&p, priv);
+	peer_ep(&p, &p.ep, 0);
+	iov = seg(&p, 60000, 64);
+	post_recv(&p, p.ep, 1, &iov, 1);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	msg_send(fd, p.rkey);
+	msg_send(fd, (uint32_t)(uintptr_t)p.buf);
+	msg_send(fd, (uint32_t)((uint64_t)(uintptr_t)p.buf >> 32));
+	/* the bad frame breaks our QP: the posted receive flushes */
+	CHK(dto_wait(p.rcv, 20 * SEC, 1, NULL) == DAT_DTO_ERR_FLUSHED);
+	for (int i = 0; i < BUF; i++)
+		CHK(p.buf[i] == 0);
+	msg_recv(fd, 20000);
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+Test(tcp, bad_rkey, .timeout = 60) { prot_case(0, DAT_MEM_PRIV_ALL_FLAG); }
+Test(tcp, no_remote_write, .timeout = 60)
+{
+	prot_case(1, DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG |
+			     DAT_MEM_PRIV_REMOTE_READ_FLAG);
+}
+Test(tcp, out_of_bounds, .timeout = 60) { prot_case(2, DAT_MEM_PRIV_ALL_FLAG); }
+
+Test(tcp, local_protection, .timeout = 30)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+
+	/* no peer needed: a receive with a bad lkey completes in error */
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	iov = seg(&p, 0, 64);
+	iov.lmr_context ^= 0x12340;
+	post_recv(&p, p.ep, 1, &iov, 3);
+	CHK(dto_wait(p.rcv, 5 * SEC, 3, NULL) == DAT_DTO_ERR_LOCAL_PROTECTION);
+	iov = seg(&p, BUF - 10, 64);  /* out of bounds */
+	post_recv(&p, p.ep, 1, &iov, 4);
+	CHK(dto_wait(p.rcv, 5 * SEC, 4, NULL) == DAT_DTO_ERR_LOCAL_PROTECTION);
+	peer_close(&p);
+}
+
+/* ---- the peer is killed: no hang, receives flush ---- */
+
+static int c_killed(int fd, void *arg)
+{
+	struct peer p;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	msg_send(fd, 1);
+	pause();  /* SIGKILLed here */
+	return 0;
+}
+
+Test(tcp, peer_killed, .timeout = 60)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_RMR_TRIPLET r = { 0 };
+	DAT_DTO_COOKIE c = { .as_64 = 2 };
+	int fd;
+	pid_t pid = run_child(c_killed, NULL, &fd);
+	uint64_t t0;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	iov = seg(&p, 0, 64);
+	post_recv(&p, p.ep, 1, &iov, 1);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	msg_recv(fd, 10000);
+	kill(pid, SIGKILL);
+	reap(pid, 5000);
+	/* an RDMA read to a dead peer must not hang either */
+	r.rmr_context = 1;
+	r.segment_length = 64;
+	iov = seg(&p, 100, 64);
+	dat_ep_post_rdma_read(p.ep, 1, &iov, c, &r, DAT_COMPLETION_DEFAULT_FLAG);
+	t0 = now_ms();
+	CHK(dto_wait(p.rcv, 20 * SEC, 1, NULL) == DAT_DTO_ERR_FLUSHED);
+	CHK(now_ms() - t0 < 15000);
+	peer_close(&p);
+}
+
+/* ---- flush on disconnect ---- */
+
+static int c_disc(int fd, void *arg)
+{
+	struct peer p;
+	DAT_EVENT ev;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	msg_recv(fd, 10000);
+	CHK_RET(dat_ep_disconnect(p.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+	CHK(wait_ev(p.n.conn_evd, 10 * SEC, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	msg_send(fd, 1);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, flush_on_disconnect, .timeout = 60)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	int fd;
+	pid_t pid = run_child(c_disc, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	for (int i = 0; i < 4; i++) {
+		iov = seg(&p, (size_t)i * 100, 64);
+		post_recv(&p, p.ep, 1, &iov, (uint64_t)(10 + i));
+	}
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	msg_send(fd, 1);
+	for (int i = 0; i < 4; i++)
+		CHK(dto_wait(p.rcv, 10 * SEC, (uint64_t)(10 + i), NULL) == DAT_DTO_ERR_FLUSHED);
+	CHK(wait_ev(p.n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	msg_recv(fd, 10000);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+/* ---- a malformed frame on the data socket breaks that connection only ---- */
+
+/* The data sockets of this process: TCP sockets whose peer port is not
+ * @cm_port (the CM's).  Returns how many were found (into @fds). */
+static int data_sockets(uint16_t cm_port, int *fds, int max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	CHK(d);
+	while ((e = readdir(d)) != NULL && n < max) {
+		int fd = atoi(e->d_name), type = 0;
+		socklen_t l = sizeof(type);
+		struct sockaddr_in sa;
+		socklen_t sl = sizeof(sa);
+
+		if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 ||
+		    type != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&sa, &sl) != 0 ||
+		    sa.sin_family != AF_INET || ntohs(sa.sin_port) == cm_port)
+			continue;
+		fds[n++] = fd;
+	}
+	closedir(d);
+	return n;
+}
+
+static int c_malformed(int fd, void *arg)
+{
+	struct peer p;
+	DAT_EP_HANDLE ep2;
+	DAT_LMR_TRIPLET iov;
+	uint32_t port = msg_recv(fd, 10000);
+	int before[16], after[16], nb, na, victim = -1;
+	struct zd_tcp_hdr h;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	peer_ep(&p, &ep2, 0);
+	client_connect(&p, p.ep, port);
+	/* the first EP's data socket is up once a send went through */
+	iov = seg(&p, 0, 8);
+	post_send(p.ep, 1, &iov, 1);
+	CHK(dto_wait(p.req, 10 * SEC, 1, NULL) == DAT_DTO_SUCCESS);
+	nb = data_sockets((uint16_t)port, before, 16);
+	client_connect(&p, ep2, port);
+	post_send(ep2, 1, &iov, 2);
+	CHK(dto_wait(p.req, 10 * SEC, 2, NULL) == DAT_DTO_SUCCESS);
+	na = data_sockets((uint16_t)port, after, 16);
+	CHK(na >= 2 && nb >= 1);
+	/* the second EP's socket: in after, not in before */
+	for (int i = 0; i < na && victim < 0; i++) {
+		int seen = 0;
+
+		for (int j = 0; j < nb; j++)
+			seen |= before[j] == after[i];
+		if (!seen)
+			victim = after[i];
+	}
+	CHK(victim >= 0);
+	/* a frame with a foreign version, then garbage */
+	memset(&h, 0, sizeof(h));
+	h.magic = ZD_TCP_WIRE_MAGIC;
+	h.version = ZD_TCP_WIRE_VERSION + 1;
+	h.op = ZD_TCP_OP_SEND;
+	h.len = 8;
+	CHK(send(victim, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h));
+	msg_send(fd, 1);
+	/* the first connection still works */
+	msg_recv(fd, 10000);
+	post_send(p.ep, 1, &iov, 3);
+	CHK(dto_wait(p.req, 10 * SEC, 3, NULL) == DAT_DTO_SUCCESS);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, malformed_frame, .timeout = 60)
+{
+	struct peer p;
+	DAT_EP_HANDLE ep2;
+	DAT_LMR_TRIPLET iov;
+	int fd;
+	pid_t pid = run_child(c_malformed, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	peer_ep(&p, &ep2, 0);
+	for (int i = 0; i < 2; i++) {
+		iov = seg(&p, (size_t)i * 100, 64);
+		post_recv(&p, p.ep, 1, &iov, (uint64_t)(10 + i));
+		iov = seg(&p, 1000 + (size_t)i * 100, 64);
+		post_recv(&p, ep2, 1, &iov, (uint64_t)(20 + i));
+	}
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	CHK(dto_wait(p.rcv, 10 * SEC, 10, NULL) == DAT_DTO_SUCCESS);
+	server_accept(&p, ep2);
+	CHK(dto_wait(p.rcv, 10 * SEC, 20, NULL) == DAT_DTO_SUCCESS);
+	msg_recv(fd, 10000);
+	/* ep2's other receive flushes: the bad frame broke that QP, and
+	 * the consumer hears of it on the async EVD */
+	CHK(dto_wait(p.rcv, 10 * SEC, 21, NULL) == DAT_DTO_ERR_FLUSHED);
+	{
+		DAT_EVENT ev;
+
+		CHK(wait_ev(p.n.async, 5 * SEC, &ev) == DAT_ASYNC_ERROR_EP_BROKEN);
+		CHK(ev.event_data.asynch_error_event_data.dat_handle == ep2);
+	}
+	msg_send(fd, 1);
+	CHK(dto_wait(p.rcv, 10 * SEC, 11, NULL) == DAT_DTO_SUCCESS);
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+/* ---- SRQ: two EPs' sends land in one shared receive queue ---- */
+
+static int c_srq(int fd, void *arg)
+{
+	struct peer p;
+	DAT_EP_HANDLE ep2;
+	DAT_LMR_TRIPLET iov;
+	uint32_t port = msg_recv(fd, 10000);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	peer_ep(&p, &ep2, 0);
+	client_connect(&p, p.ep, port);
+	client_connect(&p, ep2, port);
+	for (int i = 0; i < 8; i++) {
+		fill(p.buf + i * 256, 256, (uint8_t)i);
+		iov = seg(&p, (size_t)i * 256, 256);
+		post_send(i & 1 ? ep2 : p.ep, 1, &iov, (uint64_t)i);
+	}
+	for (int i = 0; i < 8; i++)
+		CHK(dto_wait(p.req, 10 * SEC, ~0ull, NULL) == DAT_DTO_SUCCESS);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, srq, .timeout = 60)
+{
+	struct peer p;
+	DAT_EP_HANDLE ep2;
+	DAT_LMR_TRIPLET iov;
+	DAT_DTO_COOKIE c;
+	int fd, seen[8] = { 0 };
+	pid_t pid = run_child(c_srq, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 1);
+	peer_ep(&p, &ep2, 1);
+	for (int i = 0; i < 8; i++) {
+		iov = seg(&p, 4096 + (size_t)i * 512, 512);
+		c.as_64 = (uint64_t)i;
+		CHK_RET(dat_srq_post_recv(p.srq, 1, &iov, c), DAT_SUCCESS);
+	}
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	server_accept(&p, ep2);
+	for (int i = 0; i < 8; i++) {
+		DAT_EVENT ev;
+		const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+		uint8_t *b;
+
+		CHK(wait_ev(p.rcv, 10 * SEC, &ev) == DAT_DTO_COMPLETION_EVENT);
+		CHK(d->status == DAT_DTO_SUCCESS && d->transfered_length == 256);
+		CHK(d->user_cookie.as_64 < 8 && !seen[d->user_cookie.as_64]);
+		seen[d->user_cookie.as_64] = 1;
+		b = p.buf + 4096 + d->user_cookie.as_64 * 512;
+		/* which message landed here: its first byte names it */
+		CHK(b[0] < 8);
+		for (int k = 0; k < 256; k++)
+			CHK(b[k] == (uint8_t)(b[0] + k * 7));
+	}
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
