@@ -146,6 +146,20 @@ static struct zd_evd *cno_ready_evd(struct zd_cno *cno)
 	return found;
 }
 
+/* Asks each EVD's device CQ for a wake-up (zd_evd_wake, which triggers
+ * this CNO) before the waiter sleeps. */
+static void cno_arm(struct zd_cno *cno)
+{
+	pthread_mutex_lock(&cno->lock);
+	for (struct zd_evd *e = cno->evds; e; e = e->cno_next) {
+		const struct zd_device_ops *dev = e->obj.ia->dev;
+
+		if (e->cq_poll && dev->cq_arm && atomic_load(&e->enabled))
+			dev->cq_arm(e);
+	}
+	pthread_mutex_unlock(&cno->lock);
+}
+
 DAT_RETURN zd_cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout,
 		       DAT_EVD_HANDLE *evd_handle)
 {
@@ -173,6 +187,7 @@ DAT_RETURN zd_cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout,
 		if (atomic_load(&cno->obj.magic) != ZD_OBJ_MAGIC_LIVE(ZD_OBJ_CNO))
 			return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_DEAD);
 		ticket = zd_waiter_prepare(&cno->waiter);
+		cno_arm(cno);
 		if (atomic_load(&cno->triggered) || (evd = cno_ready_evd(cno)) != NULL) {
 			zd_waiter_cancel(&cno->waiter);
 			if (evd) {

@@ -33,15 +33,10 @@ static DAT_RETURN invalid_evd(void)
 
 /* ---- producing ---- */
 
-static void evd_wake(struct zd_evd *evd)
+void zd_evd_wake_cno(struct zd_evd *evd, struct zd_cno *cno)
 {
-	struct zd_cno *cno;
-
-	zd_waiter_notify(&evd->waiter);
-	cno = atomic_load_explicit(&evd->cno, memory_order_acquire);
 	/* A CNO is triggered only by an enabled EVD nobody waits on directly. */
-	if (ZD_UNLIKELY(cno != NULL) &&
-	    atomic_load_explicit(&evd->enabled, memory_order_relaxed) &&
+	if (atomic_load_explicit(&evd->enabled, memory_order_relaxed) &&
 	    !atomic_load_explicit(&evd->waiting, memory_order_relaxed))
 		zd_cno_trigger_from(cno, evd);
 }
@@ -88,7 +83,7 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 		if (first_overflow && !(evd->flags & DAT_EVD_ASYNC_FLAG))
 			zd_evd_post_async(&evd->obj, DAT_ASYNC_ERROR_EVD_OVERFLOW);
 	}
-	evd_wake(evd);
+	zd_evd_wake(evd);
 	return DAT_SUCCESS;
 }
 

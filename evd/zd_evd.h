@@ -56,6 +56,23 @@ ZD_OBJ_FITS(EVD, struct zd_evd);
  * or DAT_QUEUE_FULL when @spill_ok is 0 and the ring is full. */
 DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok);
 
+void zd_evd_wake_cno(struct zd_evd *evd, struct zd_cno *cno);
+
+/* Wakes whoever waits for @evd: its dat_evd_wait, and its CNO if the EVD
+ * is enabled and nobody waits on it directly.  Every producer calls it
+ * after publishing; while nobody sleeps and no CNO is attached it costs two
+ * loads. */
+static inline void zd_evd_wake(struct zd_evd *evd)
+{
+	struct zd_cno *cno;
+
+	zd_waiter_notify(&evd->waiter);
+	/* acquire: pairs with the release store in zd_cno_attach. */
+	cno = atomic_load_explicit(&evd->cno, memory_order_acquire);
+	if (ZD_UNLIKELY(cno != NULL))
+		zd_evd_wake_cno(evd, cno);
+}
+
 /* Posts an async error event of @type to @ia's async EVD. */
 void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
 

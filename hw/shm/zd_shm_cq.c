@@ -131,7 +131,7 @@ void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE c
 		/* The consumer let the EVD overflow: spill, never drop. */
 		zd_evd_post(cq->evd, &ev, 1);
 	else
-		zd_waiter_notify(&cq->evd->waiter);
+		zd_evd_wake(cq->evd);
 }
 
 int zd_shm_cq_poll(struct zd_evd *evd, int budget)
@@ -211,7 +211,7 @@ static void *waker_main(void *arg)
 		atomic_store_explicit(&sh->armed, 0, memory_order_seq_cst);
 		pthread_mutex_lock(&sia->lock);
 		for (struct zd_shm_cq *cq = sia->cqs; cq; cq = cq->next)
-			zd_waiter_wake(&cq->evd->waiter);
+			zd_evd_wake(cq->evd);
 		pthread_mutex_unlock(&sia->lock);
 	}
 	return NULL;

@@ -316,7 +316,7 @@ void zd_shm_qp_flush(struct zd_ep *ep)
 	/* Queued sends are flushed by the next progress of the request EVD
 	 * (they keep it counted in req_cq->backlog). */
 	if (qp->req_cq)
-		zd_waiter_notify(&qp->req_cq->evd->waiter);
+		zd_evd_wake(qp->req_cq->evd);
 }
 
 DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
