@@ -29,6 +29,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_evd_cq.h"
 #include "hw/shm/zd_shm.h"
 
 DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth)
@@ -119,26 +120,18 @@ void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len, DAT_DTOS op)
 {
-	DAT_EVENT ev;
-
-	ev.event_number = DAT_DTO_COMPLETION_EVENT;
-	ev.evd_handle = cq->evd;
-	ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
+	const DAT_DTO_COMPLETION_EVENT_DATA dto = {
 		.ep_handle = ep, .user_cookie = cookie, .status = st,
 		.transfered_length = len, .operation = op,
 	};
-	if (ZD_UNLIKELY(!zd_ring_enqueue(cq->local, &ev)))
-		/* The consumer let the EVD overflow: spill, never drop. */
-		zd_evd_post(cq->evd, &ev, 1);
-	else
-		zd_evd_wake(cq->evd);
+
+	zd_evd_cq_post(cq->local, cq->evd, &dto);
 }
 
 int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_shm_cq *cq = evd->cq_priv;
 	struct zd_shm_qplist *l;
-	const DAT_EVENT *ev;
 	int n = 0;
 
 	if (ZD_UNLIKELY(!cq))
@@ -157,14 +150,7 @@ int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 			zd_shm_qp_progress_sq(l->qp[i]);
 		rcu_read_unlock();
 	}
-	while (n < budget && (ev = zd_ring_peek(cq->local)) != NULL) {
-		/* budget is the room left in evd->ring, and we are its only
-		 * consumer-side producer here: this cannot fail. */
-		zd_ring_enqueue(evd->ring, ev);
-		zd_ring_drop(cq->local);
-		n++;
-	}
-	return n;
+	return n + zd_evd_cq_drain(cq->local, evd, budget - n);
 }
 
 void zd_shm_cq_arm(struct zd_evd *evd)

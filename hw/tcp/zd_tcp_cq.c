@@ -18,6 +18,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_evd_cq.h"
 #include "hw/tcp/zd_tcp.h"
 
 DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth)
@@ -87,27 +88,18 @@ int zd_tcp_cq_attach(struct zd_tcp_cq *cq, struct zd_tcp_qp *qp, bool add)
 void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, uint64_t len, DAT_DTOS op)
 {
-	DAT_EVENT ev;
-
-	ev.event_number = DAT_DTO_COMPLETION_EVENT;
-	ev.evd_handle = cq->evd;
-	ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
+	const DAT_DTO_COMPLETION_EVENT_DATA dto = {
 		.ep_handle = ep, .user_cookie = cookie, .status = st,
-		.transfered_length = st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0,
-		.operation = op,
+		.transfered_length = st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0, .operation = op,
 	};
-	if (ZD_UNLIKELY(!zd_ring_enqueue(cq->local, &ev)))
-		/* The consumer let the EVD overflow: spill, never drop. */
-		zd_evd_post(cq->evd, &ev, 1);
-	else
-		zd_evd_wake(cq->evd);
+
+	zd_evd_cq_post(cq->local, cq->evd, &dto);
 }
 
 int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_tcp_cq *cq = evd->cq_priv;
 	struct zd_tcp_qplist *l;
-	const DAT_EVENT *ev;
 	int n = 0;
 
 	if (ZD_UNLIKELY(!cq))
@@ -131,14 +123,7 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 			pthread_mutex_unlock(&tia->lock);
 		}
 	}
-	while (n < budget && (ev = zd_ring_peek(cq->local)) != NULL) {
-		/* budget is the room left in evd->ring and we are the
-		 * consumer: this cannot fail. */
-		zd_ring_enqueue(evd->ring, ev);
-		zd_ring_drop(cq->local);
-		n++;
-	}
-	return n;
+	return n + zd_evd_cq_drain(cq->local, evd, budget - n);
 }
 
 void zd_tcp_cq_arm(struct zd_evd *evd)
