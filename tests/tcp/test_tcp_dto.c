@@ -670,3 +670,55 @@ Test(tcp, srq, .timeout = 60)
 	CHK(reap(pid, 20000) == 0);
 	peer_close(&p);
 }
+
+/* ---- a thread asleep in dat_cno_wait is woken by arriving data ---- */
+
+static int c_cno(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	msg_recv(fd, 10000);  /* the server sleeps in dat_cno_wait by now */
+	usleep(200000);
+	fill(p.buf, 64, 4);
+	iov = seg(&p, 0, 64);
+	post_send(p.ep, 1, &iov, 21);
+	CHK(dto_wait(p.req, 10 * SEC, 21, NULL) == DAT_DTO_SUCCESS);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, cno_wait_woken_by_arriving_send, .timeout = 60)
+{
+	struct peer p;
+	DAT_CNO_HANDLE cno;
+	DAT_EVD_HANDLE got = DAT_HANDLE_NULL;
+	DAT_LMR_TRIPLET iov;
+	int fd;
+	pid_t pid = run_child(c_cno, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	CHK_RET(dat_cno_create(p.n.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+	CHK_RET(dat_evd_modify_cno(p.rcv, cno), DAT_SUCCESS);
+	peer_ep(&p, &p.ep, 0);
+	iov = seg(&p, 1000, 64);
+	post_recv(&p, p.ep, 1, &iov, 22);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	msg_send(fd, 1);
+	/* Nobody polls: only the device's wake-up can end this wait. */
+	CHK_RET(dat_cno_wait(cno, 10 * SEC, &got), DAT_SUCCESS);
+	CHK(got == p.rcv);
+	CHK(dto_wait(p.rcv, 10 * SEC, 22, NULL) == DAT_DTO_SUCCESS);
+	for (int i = 0; i < 64; i++)
+		CHK(p.buf[1000 + i] == (uint8_t)(4 + i * 7));
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	CHK_RET(dat_evd_modify_cno(p.rcv, DAT_HANDLE_NULL), DAT_SUCCESS);
+	CHK_RET(dat_cno_free(cno), DAT_SUCCESS);
+	peer_close(&p);
+}
