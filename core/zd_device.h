@@ -24,6 +24,7 @@
 
 struct zd_ia;
 struct zd_lmr;
+struct zd_rmr;
 struct zd_evd;
 struct zd_ep;
 struct zd_srq;
@@ -80,6 +81,19 @@ struct zd_device_ops {
 	 * own (mlx5: the ibv_mr's lkey/rkey). */
 	DAT_RETURN (*mr_register)(struct zd_ia *ia, struct zd_lmr *lmr);
 	void (*mr_deregister)(struct zd_ia *ia, struct zd_lmr *lmr);
+
+	/* Memory windows (optional: without rmr_bind, dat_rmr_bind checks its
+	 * arguments and returns DAT_NOT_IMPLEMENTED).  Core has checked the
+	 * bind and set rmr->lmr, window, priv and rkey (a fresh key of
+	 * ia->keys, or 0 for an unbind).  rmr_bind makes rmr->rkey reach only
+	 * rmr->window with only the remote rights of rmr->priv, stops @old_rkey
+	 * (0: none) reaching anything, and queues @ev (NULL: none) on the
+	 * request EVD of @ep behind the EP's earlier completions.  On failure
+	 * nothing changed.  rmr_unbind stops rmr->rkey reaching anything
+	 * (dat_rmr_free, abrupt close). */
+	DAT_RETURN (*rmr_bind)(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rkey,
+			       const DAT_EVENT *ev);
+	void (*rmr_unbind)(struct zd_ia *ia, struct zd_rmr *rmr);
 
 	/* A completion queue feeding a DTO or RMR_BIND EVD (NULL: none). */
 	DAT_RETURN (*cq_create)(struct zd_evd *evd, uint32_t depth);

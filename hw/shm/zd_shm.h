@@ -328,6 +328,9 @@ void zd_shm_region_unmap(struct zd_shm_region *r);
 uint32_t zd_shm_pz_id(const void *pz);
 DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr);
 void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr);
+DAT_RETURN zd_shm_rmr_bind(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rkey,
+			   const DAT_EVENT *ev);
+void zd_shm_rmr_unbind(struct zd_ia *ia, struct zd_rmr *rmr);
 /* Publishes this process's memfd chunks in the IA's chunk table. */
 int zd_shm_chunks_start(struct zd_shm_ia *sia);
 void zd_shm_chunks_stop(struct zd_shm_ia *sia);

@@ -7,8 +7,10 @@
  */
 #include <string.h>
 
+#include "core/zd_ep.h"
 #include "core/zd_ia.h"
 #include "core/zd_mem_objs.h"
+#include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
 #include "mem/zd_chunk.h"
 #include "mem/zd_keygen.h"
@@ -84,6 +86,68 @@ void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
 
 	pthread_mutex_lock(&sia->lock);
 	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == lmr->lkey)
+		mr_publish(&sia->sh->mr[idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
+	pthread_mutex_unlock(&sia->lock);
+}
+
+/* Memory windows: the RMR's key gets an entry of its own covering only the
+ * window, with only its remote rights and the RMR's PZ, so a peer checks
+ * it exactly as an LMR's rkey.  The new entry appears before the old key's
+ * goes (core keeps the old key allocated until then: the indices differ). */
+DAT_RETURN zd_shm_rmr_bind(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rkey,
+			   const DAT_EVENT *ev)
+{
+	struct zd_ia *ia = rmr->obj.ia;
+	struct zd_shm_ia *sia = ia->dev_priv;
+	struct zd_shm_qp *qp = ep->dev_priv;
+	uint32_t idx = 0, old_idx = old_rkey & (ZD_SHM_MR_ENTRIES - 1);
+
+	if (rmr->rkey) {
+		idx = zd_keygen_index(ia->keygen, rmr->rkey);
+		if (idx >= ZD_SHM_MR_ENTRIES || (rmr->rkey & (ZD_SHM_MR_ENTRIES - 1)) != idx ||
+		    (old_rkey && idx == old_idx))
+			return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
+	}
+	pthread_mutex_lock(&sia->lock);
+	if (rmr->rkey) {
+		uint64_t addr = rmr->window.virtual_address, len = rmr->window.segment_length;
+
+		mr_publish(&sia->sh->mr[idx], rmr->rkey, addr, len,
+			   (uint32_t)(rmr->priv & (DAT_MEM_PRIV_REMOTE_READ_FLAG |
+						   DAT_MEM_PRIV_REMOTE_WRITE_FLAG)),
+			   zd_shm_pz_id(rmr->pz), chunk_slot_of(sia, addr, len));
+	}
+	if (old_rkey && atomic_load_explicit(&sia->sh->mr[old_idx].key, memory_order_relaxed) ==
+				old_rkey)
+		mr_publish(&sia->sh->mr[old_idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
+	pthread_mutex_unlock(&sia->lock);
+
+	/* The bind executed at once, as the DTOs do: its completion follows
+	 * theirs in the request CQ's local ring. */
+	if (ev && qp && qp->req_cq) {
+		struct zd_evd *evd = qp->req_cq->evd;
+		DAT_EVENT e = *ev;
+
+		e.evd_handle = evd;
+		if (!zd_ring_enqueue(qp->req_cq->local, &e))
+			zd_evd_post(evd, &e, 1);
+		else
+			zd_evd_wake(evd);
+	} else if (ev) {
+		zd_evd_post(ev->evd_handle, ev, 1);
+	}
+	return DAT_SUCCESS;
+}
+
+void zd_shm_rmr_unbind(struct zd_ia *ia, struct zd_rmr *rmr)
+{
+	struct zd_shm_ia *sia = ia->dev_priv;
+	uint32_t idx = rmr->rkey & (ZD_SHM_MR_ENTRIES - 1);
+
+	if (!sia || !rmr->rkey)
+		return;
+	pthread_mutex_lock(&sia->lock);
+	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == rmr->rkey)
 		mr_publish(&sia->sh->mr[idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
 	pthread_mutex_unlock(&sia->lock);
 }
