@@ -11,13 +11,7 @@ shift 3
 port=$(free_port)  # the service point
 server_start server "waiting for client" 150 dtestcm -s -P "$ia" -c "$n" -p "$port" "$@"
 wait_listen server 15828  # its side channel (CONN_PORT)
-client client 120 dtestcm -P "$ia" -h 127.0.0.1 -c "$n" -p "$port" "$@"
-crc=$?
-# The server ends once every connection is torn down.
-server_wait server 30
-src=$?
-show server client
-echo "client exit $crc, server exit $src"
+client_against_server 120 dtestcm -P "$ia" -h 127.0.0.1 -c "$n" -p "$port" "$@"
 ok=0
 has server "ALL $n CONNECTED on Server" && has client "ALL $n CONNECTED on Client" &&
 	has server "Connection Test Complete" && has client "Connection Test Complete" &&

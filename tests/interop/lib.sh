@@ -117,6 +117,17 @@ client() {
 	return $_st
 }
 
+# The stock dtest-family shape: run the client against the server started
+# as "server", then let the server finish; sets crc and src, shows both logs.
+client_against_server() { # secs cmd...
+	client client "$@"
+	crc=$?
+	server_wait server 30
+	src=$?
+	show server client
+	echo "client exit $crc, server exit $src"
+}
+
 show() {
 	for _n in "$@"; do
 		echo "---- $_n"
