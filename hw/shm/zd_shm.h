@@ -319,8 +319,8 @@ struct zd_shm_qp {
 /* ---- zd_shm_region.c ---- */
 int zd_shm_region_create(struct zd_shm_region *r, size_t size, const char *name);
 void zd_shm_region_destroy(struct zd_shm_region *r);
-/* Maps the peer's fd @fd (number in @pidfd's process) of at least @size
- * bytes; checks it is sealed against shrinking. */
+/* Maps the peer's fd @fd (number in @pidfd's process; pidfd -1: this
+ * process) of at least @size bytes; checks it is sealed against shrinking. */
 int zd_shm_region_map_remote(struct zd_shm_region *r, int pidfd, int fd, size_t size);
 void zd_shm_region_unmap(struct zd_shm_region *r);
 

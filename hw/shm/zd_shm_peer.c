@@ -44,8 +44,9 @@ struct zd_shm_peer *zd_shm_peer_get(struct zd_shm_ia *sia, const struct zd_shm_b
 	if (!p)
 		goto out;
 	p->chunks = calloc(ZD_SHM_CHUNK_SLOTS, sizeof(*p->chunks));
-	p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)b->pid, 0);
-	if (!p->chunks || p->pidfd < 0)
+	/* Our own IA needs no pidfd: its fds are ours (region_map_remote). */
+	p->pidfd = b->pid == getpid() ? -1 : (int)syscall(SYS_pidfd_open, (pid_t)b->pid, 0);
+	if (!p->chunks || (p->pidfd < 0 && b->pid != getpid()))
 		goto err;
 	if (zd_shm_region_map_remote(&r, p->pidfd, b->ia_fd, b->ia_size) != 0)
 		goto err;
@@ -94,7 +95,8 @@ void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_shm_peer *p)
 			munmap(p->chunks[i].base, p->chunks[i].len);
 	}
 	munmap(p->ia, p->ia_size);
-	close(p->pidfd);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
 	pthread_mutex_destroy(&p->map_lock);
 	free(p->chunks);
 	free(p);

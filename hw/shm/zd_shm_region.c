@@ -61,7 +61,10 @@ int zd_shm_region_map_remote(struct zd_shm_region *r, int pidfd, int fd, size_t 
 	r->size = size;
 	if (fd < 0 || size == 0)
 		return -EINVAL;
-	local = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	/* pidfd < 0: the peer is this very process, the fd is ours already
+	 * (and tools without pidfd_getfd, valgrind 3.19, still work). */
+	local = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0)
+			   : fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (local < 0)
 		return -errno;
 	/* A region the peer could shrink would SIGBUS us: insist on seals. */
