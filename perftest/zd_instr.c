@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * zd_instr: instructions one 8-byte RDMA write costs the poster -- the post
+ * plus polling its completion into a DAT event -- counted by callgrind.
+ *
+ *   valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes \
+ *       zd_instr [-P ia_name] [-n iters]        (tools/instr_count.sh runs it)
+ *
+ * One process, two EPs connected to each other over the provider's own
+ * connection manager.  The provider is called through its DAT_PROVIDER
+ * table (the DAT_*() redirection macros), so libdat2's dispatch is not
+ * counted.  Collection is toggled on around each post and each dequeue
+ * only; a device that completes asynchronously (the software mlx5 NIC's
+ * thread) makes the poster dequeue in vain a few times, so the same run
+ * also counts N dequeues of an empty EVD and reports them apart:
+ *
+ *   per-op = (post + all dequeues - empty_dequeues * empty_cost) / iters
+ *
+ * Without valgrind the tool runs the same loops and prints only the counts
+ * of calls (a smoke test).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <dat2/udat.h>
+#include <dat2/dat_registry.h>   /* the DAT_*() redirection macros */
+#include <valgrind/callgrind.h>
+
+#define COOKIE_MAGIC 0x5a44494e53545231ull   /* "ZDINSTR1" */
+
+static void die(const char *what, DAT_RETURN ret)
+{
+	const char *maj = "?", *min = "?";
+
+	dat_strerror(ret, &maj, &min);
+	fprintf(stderr, "zd_instr: %s failed: %s %s\n", what, maj, min);
+	exit(DAT_GET_TYPE(ret) == DAT_NOT_IMPLEMENTED ? 77 : 1);
+}
+
+#define CHECK(call) do { DAT_RETURN r_ = (call); if (r_ != DAT_SUCCESS) die(#call, r_); } while (0)
+
+static void wait_event(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_EVENT *ev)
+{
+	DAT_COUNT nmore;
+
+	CHECK(dat_evd_wait(evd, 10 * 1000 * 1000, 1, ev, &nmore));
+	if (ev->event_number != want) {
+		fprintf(stderr, "zd_instr: event %#x, expected %#x\n",
+			(unsigned)ev->event_number, (unsigned)want);
+		exit(1);
+	}
+}
+
+struct side {
+	DAT_EVD_HANDLE req_evd, recv_evd, conn_evd;
+	DAT_EP_HANDLE ep;
+};
+
+static void side_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, struct side *s)
+{
+	CHECK(dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &s->req_evd));
+	CHECK(dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &s->recv_evd));
+	CHECK(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &s->conn_evd));
+	CHECK(dat_ep_create(ia, pz, s->recv_evd, s->req_evd, s->conn_evd, NULL, &s->ep));
+}
+
+int main(int argc, char **argv)
+{
+	char *ia_name = "zdapl-shm";
+	unsigned long iters = 1000;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "P:n:")) != -1) {
+		if (opt == 'P')
+			ia_name = optarg;
+		else if (opt == 'n')
+			iters = strtoul(optarg, NULL, 0);
+		else {
+			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters]\n");
+			return 2;
+		}
+	}
+	if (iters == 0)
+		iters = 1;
+
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL, cr_evd;
+	DAT_PZ_HANDLE pz;
+	DAT_PSP_HANDLE psp;
+	DAT_CONN_QUAL qual;
+	struct side a, b;
+	DAT_EVENT ev;
+	DAT_IA_ATTR ia_attr;
+
+	CHECK(dat_ia_open(ia_name, 8, &async_evd, &ia));
+	CHECK(dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_ADDRESS_PTR, &ia_attr, 0, NULL));
+	CHECK(dat_pz_create(ia, &pz));
+	CHECK(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd));
+	side_create(ia, pz, &a);
+	side_create(ia, pz, &b);
+	CHECK(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp));
+
+	/* a connects, b accepts */
+	CHECK(dat_ep_connect(a.ep, ia_attr.ia_address_ptr, qual, 10 * 1000 * 1000, 0, NULL,
+			     DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+	wait_event(cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev);
+	CHECK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, b.ep, 0, NULL));
+	wait_event(b.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev);
+	wait_event(a.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev);
+
+	static uint64_t src __attribute__((aligned(64))), dst __attribute__((aligned(64)));
+	DAT_LMR_HANDLE src_lmr, dst_lmr;
+	DAT_LMR_CONTEXT src_lkey, dst_lkey;
+	DAT_RMR_CONTEXT src_rkey, dst_rkey;
+	DAT_VLEN reg_len;
+	DAT_VADDR reg_addr;
+	DAT_REGION_DESCRIPTION rd;
+
+	rd.for_va = &src;
+	CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, rd, sizeof(src), pz,
+			     DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &src_lmr, &src_lkey,
+			     &src_rkey, &reg_len, &reg_addr));
+	rd.for_va = &dst;
+	CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, rd, sizeof(dst), pz,
+			     DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &dst_lmr, &dst_lkey,
+			     &dst_rkey, &reg_len, &reg_addr));
+
+	DAT_LMR_TRIPLET l = { .lmr_context = src_lkey, .virtual_address = (uintptr_t)&src,
+			      .segment_length = sizeof(src) };
+	DAT_RMR_TRIPLET r = { .rmr_context = dst_rkey, .virtual_address = (uintptr_t)&dst,
+			      .segment_length = sizeof(dst) };
+	DAT_DTO_COOKIE cookie = { .as_64 = COOKIE_MAGIC };
+	unsigned long empty = 0;
+
+	/* Warm up (caches, lazy binding, first-touch) uncounted, then count. */
+	for (int pass = 0; pass < 2; pass++) {
+		unsigned long n = pass ? iters : 100;
+
+		for (unsigned long i = 0; i < n; i++) {
+			DAT_RETURN ret;
+
+			src = i + 1;
+			if (pass)
+				CALLGRIND_TOGGLE_COLLECT;
+			ret = DAT_EP_POST_RDMA_WRITE(a.ep, 1, &l, cookie, &r,
+						     DAT_COMPLETION_DEFAULT_FLAG);
+			if (pass)
+				CALLGRIND_TOGGLE_COLLECT;
+			if (ret != DAT_SUCCESS)
+				die("dat_ep_post_rdma_write", ret);
+			for (;;) {
+				if (pass)
+					CALLGRIND_TOGGLE_COLLECT;
+				ret = DAT_EVD_DEQUEUE(a.req_evd, &ev);
+				if (pass)
+					CALLGRIND_TOGGLE_COLLECT;
+				if (ret == DAT_SUCCESS)
+					break;
+				if (DAT_GET_TYPE(ret) != DAT_QUEUE_EMPTY)
+					die("dat_evd_dequeue", ret);
+				empty += pass;
+			}
+			if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
+			    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS ||
+			    ev.event_data.dto_completion_event_data.user_cookie.as_64 != COOKIE_MAGIC) {
+				fprintf(stderr, "zd_instr: bad completion\n");
+				return 1;
+			}
+		}
+	}
+	CALLGRIND_DUMP_STATS_AT("post+poll");
+
+	/* The cost of one dequeue that finds nothing, on the same EVD. */
+	for (unsigned long i = 0; i < iters; i++) {
+		DAT_RETURN ret;
+
+		CALLGRIND_TOGGLE_COLLECT;
+		ret = DAT_EVD_DEQUEUE(a.req_evd, &ev);
+		CALLGRIND_TOGGLE_COLLECT;
+		if (DAT_GET_TYPE(ret) != DAT_QUEUE_EMPTY)
+			die("dat_evd_dequeue (empty)", ret);
+	}
+	CALLGRIND_DUMP_STATS_AT("empty");
+
+	if (dst != iters) {
+		fprintf(stderr, "zd_instr: target holds %" PRIu64 ", expected %lu\n", dst, iters);
+		return 1;
+	}
+	printf("ia=%s iters=%lu empty_dequeues=%lu\n", ia_name, iters, empty);
+
+	dat_lmr_free(src_lmr);
+	dat_lmr_free(dst_lmr);
+	dat_ep_disconnect(a.ep, DAT_CLOSE_ABRUPT_FLAG);
+	dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+	return 0;
+}
