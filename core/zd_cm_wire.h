@@ -83,36 +83,97 @@ static inline size_t zd_cm_frame_encode(void *buf, enum zd_cm_msg_type type, uin
 	return sizeof(h) + pdata_len + blob_len;
 }
 
-/* Decodes and validates a received header in place (host order).  Returns
- * the body length that follows, or -1 if the frame is not ours or breaks a
- * rule: only REQ, REP and REJ carry private data, only REQ and REP a blob. */
-static inline int zd_cm_hdr_decode(struct zd_cm_hdr *h)
+/* ---- decoding: everything zd_cm.c accepts from a socket goes through
+ * zd_cm_frame_decode (the fuzzer in tests/fuzz drives it too) ---- */
+
+enum zd_cm_frame_status {
+	ZD_CM_FRAME_OK = 0,
+	ZD_CM_FRAME_SHORT,       /* incomplete: the frame needs msg.len bytes in all */
+	ZD_CM_FRAME_BAD_MAGIC,   /* not our protocol */
+	ZD_CM_FRAME_BAD_VERSION,
+	ZD_CM_FRAME_BAD_TYPE,
+	ZD_CM_FRAME_TOO_LONG,    /* private data or blob over its maximum */
+	ZD_CM_FRAME_BAD_FIELD,   /* a field its type does not carry, an unknown reason */
+};
+
+/* A decoded frame; pdata and blob point into the buffer decoded. */
+struct zd_cm_msg {
+	struct zd_cm_hdr hdr;    /* host order */
+	const uint8_t *pdata;    /* hdr.pdata_len bytes (<= ZD_CM_PDATA_MAX) */
+	const uint8_t *blob;     /* hdr.blob_len bytes (<= ZD_QP_BLOB_MAX) */
+	size_t len;              /* bytes of the frame, <= ZD_CM_FRAME_MAX */
+};
+
+/* Decodes a received header in place (host order) and checks it: only
+ * REQ, REP and REJ carry private data, only REQ and REP a blob, only REJ a
+ * reason (one of enum zd_cm_rej_reason). */
+static inline enum zd_cm_frame_status zd_cm_hdr_check(struct zd_cm_hdr *h)
 {
 	h->magic = ntohl(h->magic);
 	h->reason = ntohs(h->reason);
 	h->pdata_len = ntohs(h->pdata_len);
 	h->blob_len = ntohs(h->blob_len);
 	h->conn_qual = ntohl(h->conn_qual);
-	if (h->magic != ZD_CM_MAGIC || h->version != ZD_CM_VERSION ||
-	    h->type < ZD_CM_MSG_REQ || h->type >= ZD_CM_MSG_TYPE_END ||
-	    h->pdata_len > ZD_CM_PDATA_MAX || h->blob_len > ZD_QP_BLOB_MAX)
-		return -1;
+	if (h->magic != ZD_CM_MAGIC)
+		return ZD_CM_FRAME_BAD_MAGIC;
+	if (h->version != ZD_CM_VERSION)
+		return ZD_CM_FRAME_BAD_VERSION;
+	if (h->type < ZD_CM_MSG_REQ || h->type >= ZD_CM_MSG_TYPE_END)
+		return ZD_CM_FRAME_BAD_TYPE;
+	if (h->pdata_len > ZD_CM_PDATA_MAX || h->blob_len > ZD_QP_BLOB_MAX)
+		return ZD_CM_FRAME_TOO_LONG;
 	switch (h->type) {
 	case ZD_CM_MSG_REQ:
 	case ZD_CM_MSG_REP:
 		if (h->reason)
-			return -1;
+			return ZD_CM_FRAME_BAD_FIELD;
 		break;
 	case ZD_CM_MSG_REJ:
 		if (h->blob_len || (h->reason != ZD_CM_REJ_PEER && h->reason != ZD_CM_REJ_NON_PEER))
-			return -1;
+			return ZD_CM_FRAME_BAD_FIELD;
 		break;
 	default:
 		if (h->reason || h->pdata_len || h->blob_len)
-			return -1;
+			return ZD_CM_FRAME_BAD_FIELD;
 		break;
 	}
+	return ZD_CM_FRAME_OK;
+}
+
+/* As zd_cm_hdr_check; returns the body length that follows, or -1. */
+static inline int zd_cm_hdr_decode(struct zd_cm_hdr *h)
+{
+	if (zd_cm_hdr_check(h) != ZD_CM_FRAME_OK)
+		return -1;
 	return (int)(h->pdata_len + h->blob_len);
+}
+
+/* Decodes the frame at the start of @buf, of which @len bytes arrived.
+ * SHORT: m->len says how many bytes the frame needs in all (the header
+ * first, then exactly the body it names, so a reader never takes a byte
+ * of the next frame); the header is checked as soon as it is complete, so
+ * m->len never exceeds ZD_CM_FRAME_MAX.  OK: m is the frame (the bytes
+ * past m->len are not part of it). */
+static inline enum zd_cm_frame_status zd_cm_frame_decode(const void *buf, size_t len,
+							 struct zd_cm_msg *m)
+{
+	const uint8_t *p = buf;
+	enum zd_cm_frame_status st;
+
+	m->pdata = m->blob = NULL;
+	m->len = sizeof(m->hdr);
+	if (len < sizeof(m->hdr))
+		return ZD_CM_FRAME_SHORT;
+	memcpy(&m->hdr, p, sizeof(m->hdr));
+	st = zd_cm_hdr_check(&m->hdr);
+	if (st != ZD_CM_FRAME_OK)
+		return st;
+	m->len = sizeof(m->hdr) + (size_t)m->hdr.pdata_len + m->hdr.blob_len;
+	if (len < m->len)
+		return ZD_CM_FRAME_SHORT;
+	m->pdata = p + sizeof(m->hdr);
+	m->blob = m->pdata + m->hdr.pdata_len;
+	return ZD_CM_FRAME_OK;
 }
 
 #endif /* ZD_CM_WIRE_H */

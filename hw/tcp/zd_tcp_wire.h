@@ -54,6 +54,7 @@
 #ifndef ZD_TCP_WIRE_H
 #define ZD_TCP_WIRE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ZD_TCP_WIRE_MAGIC    0x5044545au  /* "ZTDP" little-endian */
@@ -100,5 +101,61 @@ struct zd_tcp_blob {
 	uint64_t token;
 } __attribute__((packed));
 _Static_assert(sizeof(struct zd_tcp_blob) == 24, "blob is 24 bytes");
+
+/* ---- validation (zd_tcp_wire.c): pure functions, no I/O, no QP ----
+ * rx_dispatch() runs every received header through zd_tcp_frame_check()
+ * and locates the requests an answer names with zd_tcp_seq_find(); the
+ * fuzzer in tests/fuzz drives the same functions. */
+
+/* What the receiver expects of the next frame. */
+struct zd_tcp_wire_limits {
+	uint64_t token;          /* our token: the peer's HELLO must carry it */
+	uint32_t expect_seq;     /* next request seq from the peer */
+	uint32_t max_payload;    /* ZD_TCP_MAX_PAYLOAD */
+	bool hello_rcvd;         /* the peer's HELLO came: no other frame before it */
+};
+
+enum zd_tcp_frame_verdict {
+	ZD_TCP_FRAME_OK = 0,
+	ZD_TCP_FRAME_BAD_MAGIC,
+	ZD_TCP_FRAME_BAD_VERSION,
+	ZD_TCP_FRAME_BAD_OP,     /* unknown op, or a HELLO after the HELLO */
+	ZD_TCP_FRAME_TOO_LONG,   /* len > max_payload */
+	ZD_TCP_FRAME_BAD_LEN,    /* payload on an op that carries none */
+	ZD_TCP_FRAME_BAD_RLEN,   /* READ_REQ asks for more than max_payload */
+	ZD_TCP_FRAME_BAD_SEQ,    /* request out of order */
+	ZD_TCP_FRAME_NO_HELLO,   /* first frame is not a HELLO */
+	ZD_TCP_FRAME_BAD_TOKEN,  /* HELLO from a process that never saw our blob */
+	ZD_TCP_FRAME_VERDICT_END
+};
+
+/* Checks header @h (wire order, as received) against @lim: everything
+ * that does not depend on the QP's queues.  Payload-free ops have len 0;
+ * SEND, RDMA_WRITE and READ_REQ carry the next expected seq.  What it does
+ * not check: rkey and range (zd_tcp_key_check against the live LMR), the
+ * room of the receive, and that a READ_RESP/ACK/NAK names a request
+ * (zd_tcp_seq_find). */
+enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
+					     const struct zd_tcp_wire_limits *lim);
+const char *zd_tcp_frame_verdict_str(enum zd_tcp_frame_verdict v);
+
+/* The send queue position in [lo, hi) of request @seq, whose seqs count
+ * from position @base (mod 2^32); false if none.  hi - lo <= 2^32. */
+static inline bool zd_tcp_seq_find(uint32_t seq, uint64_t base, uint64_t lo, uint64_t hi,
+				   uint64_t *pos)
+{
+	uint32_t d = seq - (uint32_t)(lo - base);
+
+	if (d >= hi - lo)
+		return false;
+	*pos = lo + d;
+	return true;
+}
+
+/* [addr, addr + len) lies inside [base, base + size), without overflow. */
+static inline bool zd_tcp_range_in(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
+{
+	return addr >= base && len <= size && addr - base <= size - len;
+}
 
 #endif /* ZD_TCP_WIRE_H */
