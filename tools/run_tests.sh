@@ -2,7 +2,9 @@
 # The whole test suite, setup included: packages, a release-style build in
 # build/ with every suite (unit, core API through libdat2, interop with the
 # Debian dapl2-utils clients), then the unit and core suites again under
-# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/, then about
+# 60 s of libFuzzer on the wire parsers (tools/run_fuzz.sh, one line in the
+# totals).
 # Ends with "N passed, N failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -49,6 +51,17 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 rc2=$?
 count build-asan/meson-logs/testlog.json
 
+step "fuzzing the wire parsers (tools/run_fuzz.sh, about 60 s)"
+ZD_FUZZ_DIR=build/fuzz sh tools/run_fuzz.sh
+rc3=$?
+if [ $rc3 -eq 0 ]; then
+	passed=$((passed + 1))
+	echo "fuzz: OK"
+else
+	failed=$((failed + 1))
+	echo "fuzz: FAIL"
+fi
+
 echo
 echo "$passed passed, $failed failed"
-[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$failed" -eq 0 ]
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ "$failed" -eq 0 ]

@@ -6,7 +6,8 @@ pkgs="gcc make pkg-config meson ninja-build dpkg-dev
 libdapl-dev libdapl2 dapl2-utils
 libibverbs-dev ibverbs-providers
 liburcu-dev libcriterion-dev
-iproute2"
+iproute2
+clang libclang-rt-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
