@@ -28,6 +28,7 @@ struct zd_rmr;
 struct zd_evd;
 struct zd_ep;
 struct zd_srq;
+struct zd_pz;
 
 /* Parsed ia_params: "<device> [device args...] [key=value ...]". */
 #define ZD_PARAMS_MAX_ARGS 4
@@ -62,7 +63,9 @@ struct zd_device_limits {
 #define ZD_QP_BLOB_MAX 512
 
 struct zd_device_ops {
-	const char *name;              /* first word of ia_params */
+	const char *name;              /* first word of ia_params; a trailing
+					* '*' matches every word with that
+					* prefix ("mlx5_*": mlx5_0, mlx5_1) */
 	const char *adapter_name;      /* for dat_ia_query */
 	/* The connection manager listens on every local address (a device
 	 * that reaches only this host) instead of the IA address alone. */
@@ -117,9 +120,25 @@ struct zd_device_ops {
 	DAT_RETURN (*qp_reset)(struct zd_ep *ep);
 	void (*qp_destroy)(struct zd_ep *ep);
 
+	/* Protection zones (optional: NULL when a device needs no state per
+	 * PZ; mlx5 keeps one PD per PZ).  pz_create runs before the PZ handle
+	 * is returned, pz_destroy when it is freed (no object uses it). */
+	DAT_RETURN (*pz_create)(struct zd_pz *pz);
+	void (*pz_destroy)(struct zd_pz *pz);
+
 	DAT_RETURN (*srq_create)(struct zd_srq *srq);
 	DAT_RETURN (*srq_resize)(struct zd_srq *srq, uint32_t depth);
 	void (*srq_destroy)(struct zd_srq *srq);
+	/* Receive buffer counts, a snapshot (optional: NULL reports
+	 * DAT_VALUE_UNKNOWN; dat_ep_set_watermark then answers
+	 * DAT_MODEL_NOT_SUPPORTED).  For an EP (@srq NULL): *held = receive
+	 * buffers allocated to it (posted on its RQ, or taken from its SRQ)
+	 * and not yet completed.  For an SRQ (@ep NULL): *avail = buffers
+	 * posted and not yet taken for an EP, *held = entries occupied
+	 * (posted and not yet completed).  A count it cannot give stays as
+	 * the caller set it. */
+	void (*rq_counts)(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail,
+			  DAT_COUNT *held);
 
 	/* ---- data path: core checked the handle, the EP state and the
 	 * segment count; the device checks keys, bounds, PZ and access (as

@@ -175,20 +175,4 @@ DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *l
 	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
 }
 
-/* Receive-side watermarks and queries exist for SRQ-attached EPs; this
- * provider does not report them. */
-DAT_RETURN zd_ep_recv_query(DAT_EP_HANDLE h, DAT_COUNT *bufs, DAT_COUNT *bytes)
-{
-	struct zd_ep *ep;
-
-	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
-	return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
-}
-
-DAT_RETURN zd_ep_set_watermark(DAT_EP_HANDLE h, DAT_COUNT soft, DAT_COUNT hard)
-{
-	struct zd_ep *ep;
-
-	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
-	return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
-}
+/* dat_ep_recv_query and dat_ep_set_watermark are in zd_ep.c. */

@@ -106,6 +106,7 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 	ep->connect_evd = conn;
 	ep->srq = srq;
 	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+	atomic_store(&ep->soft_hwm, DAT_WATERMARK_INFINITE);
 	if (ia->dev->qp_create && pz) {
 		ret = ia->dev->qp_create(ep);
 		if (ret != DAT_SUCCESS) {
@@ -123,6 +124,7 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 		zd_obj_ref(conn);
 	if (srq)
 		zd_obj_ref(srq);
+	zd_ep_solicited_account(ep, 1);
 	zd_ia_add_child(ia, &ep->obj);
 	*ep_handle = ep;
 	return DAT_SUCCESS;
@@ -184,6 +186,7 @@ void zd_ep_destroy(struct zd_obj *o)
 	zd_cm_ep_release(ep);  /* no CM event can reach it after this */
 	if (ep->dev_priv && ia->dev->qp_destroy)
 		ia->dev->qp_destroy(ep);
+	zd_ep_solicited_account(ep, -1);
 	if (ep->pz)
 		zd_obj_unref(ep->pz);
 	if (ep->recv_evd)
@@ -235,6 +238,102 @@ DAT_RETURN zd_ep_reset(DAT_EP_HANDLE ep_handle)
 	}
 	zd_cm_unlock();
 	return ret;
+}
+
+void zd_ep_solicited_account(struct zd_ep *ep, int delta)
+{
+	if (ep->recv_evd && (ep->attr.recv_completion_flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG))
+		atomic_fetch_add(&ep->recv_evd->solicited_eps, delta);
+}
+
+/* ---- receive-side queries and watermarks ---- */
+
+/* Receive buffers allocated to @ep and not completed, or DAT_VALUE_UNKNOWN. */
+static DAT_COUNT ep_recv_held(struct zd_ep *ep)
+{
+	const struct zd_device_ops *dev = ep->obj.ia->dev;
+	DAT_COUNT avail = DAT_VALUE_UNKNOWN, held = DAT_VALUE_UNKNOWN;
+
+	if (!ep->dev_priv)
+		return 0;  /* no QP: no receive can be posted */
+	if (!dev->rq_counts)
+		return DAT_VALUE_UNKNOWN;
+	dev->rq_counts(ep, NULL, &avail, &held);
+	return held;
+}
+
+/*
+ * dat_ep_recv_query(3DAT).  A device that counts allocates buffers to an EP
+ * in message order (posted receives are matched in order; an SRQ buffer is
+ * taken for the EP's next message), so the span equals the count.  One
+ * that does not count answers DAT_VALUE_UNKNOWN for both, as the page allows.
+ */
+DAT_RETURN zd_ep_recv_query(DAT_EP_HANDLE h, DAT_COUNT *nbufs_allocated, DAT_COUNT *bufs_alloc_span)
+{
+	struct zd_ep *ep;
+	DAT_COUNT held;
+
+	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
+	if (!nbufs_allocated && !bufs_alloc_span)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	held = ep_recv_held(ep);
+	if (nbufs_allocated)
+		*nbufs_allocated = held;
+	if (bufs_alloc_span)
+		*bufs_alloc_span = held;
+	return DAT_SUCCESS;
+}
+
+void zd_ep_soft_hwm_check(struct zd_ep *ep, DAT_COUNT count)
+{
+	DAT_COUNT hwm = atomic_load_explicit(&ep->soft_hwm, memory_order_relaxed);
+	struct zd_evd *async;
+	DAT_EVENT ev;
+
+	if (hwm == DAT_WATERMARK_INFINITE || count == DAT_VALUE_UNKNOWN || count <= hwm)
+		return;
+	/* Once per setting: whoever disarms it posts the event. */
+	if (!atomic_compare_exchange_strong(&ep->soft_hwm, &hwm, DAT_WATERMARK_INFINITE))
+		return;
+	async = ep->obj.ia->async_evd;
+	if (!async)
+		return;
+	/* The headers name no event of its own: as the SRQ low watermark,
+	 * an async error event carrying the EP reason. */
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+	ev.evd_handle = async;
+	ev.event_data.asynch_error_event_data.dat_handle = ep;
+	ev.event_data.asynch_error_event_data.reason = DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT;
+	zd_evd_post(async, &ev, 1);
+}
+
+/*
+ * dat_ep_set_watermark(3DAT), any EP state.  The soft watermark fires once
+ * per setting, at once if already exceeded.  A hard watermark (breaking
+ * the connection when exceeded) is not supported: DAT_MODEL_NOT_SUPPORTED
+ * unless it is DAT_WATERMARK_INFINITE.
+ */
+DAT_RETURN zd_ep_set_watermark(DAT_EP_HANDLE h, DAT_COUNT soft, DAT_COUNT hard)
+{
+	struct zd_ep *ep;
+
+	ZD_GET_OR_RETURN(ep, h, ZD_OBJ_EP);
+	if (soft < 0 && soft != DAT_WATERMARK_INFINITE)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (hard < 0 && hard != DAT_WATERMARK_INFINITE)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	if (hard != DAT_WATERMARK_INFINITE)
+		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+	if (soft != DAT_WATERMARK_INFINITE && !ep->obj.ia->dev->rq_counts)
+		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+	/* dat_ep_query reports it; EP attributes never arm it (stock clients
+	 * zero them, which would read as a watermark of 0). */
+	ep->attr.srq_soft_hw = soft;
+	atomic_store(&ep->soft_hwm, soft);
+	if (soft != DAT_WATERMARK_INFINITE)
+		zd_ep_soft_hwm_check(ep, ep_recv_held(ep));
+	return DAT_SUCCESS;
 }
 
 /* DAT_INVALID_STATE with the subtype naming the EP's state (cold). */

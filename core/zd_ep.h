@@ -3,6 +3,7 @@
 #define ZD_EP_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 
 #include "core/zd_obj.h"
@@ -25,6 +26,10 @@ struct zd_ep {
 	DAT_CONN_QUAL local_qual;
 	DAT_CONN_QUAL remote_qual;
 	void *dev_priv;                 /* the device's QP */
+	/* dat_ep_set_watermark: soft high watermark on the receive buffers
+	 * allocated to the EP, DAT_WATERMARK_INFINITE when disarmed (it
+	 * disarms itself when it fires: zd_ep_soft_hwm_check). */
+	_Atomic DAT_COUNT soft_hwm;
 
 	/* connection management, under zd_cm.lock (zd_cm.h) */
 	struct zd_cm_conn *cm_conn;     /* the CM connection, while there is one */
@@ -45,6 +50,21 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HAN
 				 DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
 				 struct zd_srq *srq, const DAT_EP_ATTR *attr,
 				 DAT_EP_HANDLE *ep_handle);
+
+/* The soft high watermark of @ep is armed: the device should count. */
+static inline bool zd_ep_hwm_armed(struct zd_ep *ep)
+{
+	return atomic_load_explicit(&ep->soft_hwm, memory_order_relaxed) != DAT_WATERMARK_INFINITE;
+}
+
+/* A device saw @count receive buffers allocated to @ep (posted on its RQ,
+ * or taken from its SRQ, and not completed): above the armed soft high
+ * watermark, posts its async event once (any thread, no locks). */
+void zd_ep_soft_hwm_check(struct zd_ep *ep, DAT_COUNT count);
+
+/* Adds @delta to the solicited-wait count of @ep's recv EVD when its recv
+ * completion flags ask for DAT_COMPLETION_SOLICITED_WAIT_FLAG. */
+void zd_ep_solicited_account(struct zd_ep *ep, int delta);
 
 /* Checks consumer attributes against what the device holds. */
 DAT_RETURN zd_ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a);

@@ -183,6 +183,7 @@ DAT_RETURN zd_ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const D
 
 	/* Everything checked: apply. */
 	ret = DAT_SUCCESS;
+	zd_ep_solicited_account(ep, -1);  /* the recv EVD or its flags may change */
 	if (mask & DAT_EP_FIELD_RECV_EVD_HANDLE) {
 		swap_ref(ep->recv_evd, rcv);
 		ep->recv_evd = rcv;
@@ -196,6 +197,7 @@ DAT_RETURN zd_ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const D
 		ep->connect_evd = conn;
 	}
 	ep->attr = attr;
+	zd_ep_solicited_account(ep, 1);
 	if (pz != ep->pz) {
 		swap_ref(ep->pz, pz);
 		ep->pz = pz;

@@ -100,9 +100,12 @@ DAT_RETURN zd_srq_query(DAT_SRQ_HANDLE srq_handle, DAT_SRQ_PARAM_MASK mask, DAT_
 	p->max_recv_dtos = srq->max_recv_dtos;
 	p->max_recv_iov = srq->max_recv_iov;
 	p->low_watermark = atomic_load(&srq->low_watermark);
-	/* Buffers are claimed by peers without telling us at once. */
 	p->available_dto_count = DAT_VALUE_UNKNOWN;
 	p->outstanding_dto_count = DAT_VALUE_UNKNOWN;
+	/* A device without the counts leaves them unknown (dat_srq_query(3DAT)). */
+	if (srq->obj.ia->dev->rq_counts)
+		srq->obj.ia->dev->rq_counts(NULL, srq, &p->available_dto_count,
+					    &p->outstanding_dto_count);
 	return DAT_SUCCESS;
 }
 

@@ -180,6 +180,45 @@ uint32_t zd_evd_ready(struct zd_evd *evd)
 	return evd_ready_upto(evd, 1);
 }
 
+/* Solicited mode: whether a ready event notifies (zd_evd_ev_notifies).
+ * Ring positions found quiet are not looked at again.  Consumer only. */
+static bool evd_notify_ready(struct zd_evd *evd)
+{
+	bool marks = evd->marks_solicited;
+	struct zd_ring *ring = evd->ring;
+	DAT_EVENT ev;
+	uint64_t pos;
+	bool found = false;
+
+	if (evd->draining)
+		for (pos = zd_ring_head(evd->draining); zd_ring_peek_pos(evd->draining, pos, &ev);
+		     pos++)
+			if (zd_evd_ev_notifies(&ev, marks))
+				return true;
+	pos = ZD_MAX(zd_ring_head(ring), evd->quiet_upto);
+	for (; zd_ring_peek_pos(ring, pos, &ev); pos++) {
+		if (zd_evd_ev_notifies(&ev, marks))
+			return true;
+		evd->quiet_upto = pos + 1;
+	}
+	if (atomic_load_explicit(&evd->spilling, memory_order_acquire)) {
+		pthread_mutex_lock(&evd->spill_lock);
+		for (struct zd_spill *s = evd->spill_head; s && !found; s = s->next)
+			found = zd_evd_ev_notifies(&s->ev, marks);
+		pthread_mutex_unlock(&evd->spill_lock);
+	}
+	return found;
+}
+
+/* What dat_evd_wait waits for: @threshold events, or in solicited mode
+ * (threshold 1) a notification event. */
+static bool evd_wait_ready(struct zd_evd *evd, DAT_COUNT threshold, bool sol)
+{
+	if (sol)
+		return evd_notify_ready(evd);
+	return evd_ready_upto(evd, (unsigned)threshold) >= (uint32_t)threshold;
+}
+
 /* Approximate count for DAT's nmore (claimed-but-unpublished included). */
 static uint32_t evd_count(struct zd_evd *evd)
 {
@@ -223,6 +262,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 	struct zd_evd *evd;
 	uint64_t deadline = 0;
 	DAT_RETURN ret;
+	bool sol;
 
 	EVD_GET_OR_RETURN(evd, evd_handle);
 	if (threshold <= 0 || threshold > evd->qlen)
@@ -235,6 +275,10 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_DISABLED);
 	if (!atomic_load(&evd->waitable))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+	/* Consumer-controlled notification wants threshold 1 (dat_evd_wait(3DAT)). */
+	sol = atomic_load_explicit(&evd->solicited_eps, memory_order_relaxed) > 0;
+	if (sol && threshold != 1)
+		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
 	if (atomic_exchange(&evd->waiting, 1))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 
@@ -245,8 +289,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		uint32_t ticket;
 
 		zd_evd_progress(evd);
-		if (evd_ready_upto(evd, (unsigned)threshold) >= (uint32_t)threshold &&
-		    evd_take(evd, event)) {
+		if (evd_wait_ready(evd, threshold, sol) && evd_take(evd, event)) {
 			ret = DAT_SUCCESS;
 			break;
 		}
@@ -256,7 +299,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		if (evd->cq_poll && evd->obj.ia->dev->cq_arm)
 			evd->obj.ia->dev->cq_arm(evd);
 		zd_evd_progress(evd);
-		if (evd_ready_upto(evd, (unsigned)threshold) >= (uint32_t)threshold) {
+		if (evd_wait_ready(evd, threshold, sol)) {
 			zd_waiter_cancel(&evd->waiter);
 			continue;
 		}
@@ -404,7 +447,8 @@ DAT_RETURN zd_evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask,
 						   : DAT_EVD_STATE_DISABLED) |
 		       (atomic_load(&evd->waitable) ? DAT_EVD_STATE_WAITABLE
 						    : DAT_EVD_STATE_UNWAITABLE) |
-		       DAT_EVD_STATE_CONFIG_THRESHOLD;
+		       (atomic_load(&evd->solicited_eps) > 0 ? DAT_EVD_STATE_CONFIG_SOLICITED
+							      : DAT_EVD_STATE_CONFIG_THRESHOLD);
 	p->cno_handle = atomic_load(&evd->cno);
 	p->evd_flags = evd->flags;
 	return DAT_SUCCESS;
@@ -515,6 +559,7 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	old = evd->ring;
 	rcu_assign_pointer(evd->ring, fresh);
+	evd->quiet_upto = 0;  /* positions of the fresh ring */
 	/* After this no producer is inside the old ring; the consumer takes
 	 * what it holds before anything in the new one. */
 	synchronize_rcu();

@@ -18,6 +18,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <dat2/udat.h>
 
 #include "core/zd_obj.h"
@@ -40,6 +44,15 @@ struct zd_evd {
 	_Atomic int waitable;
 	_Atomic int waiting;              /* a thread is inside dat_evd_wait */
 	_Atomic int overflowed;           /* ever spilled: reported once */
+	/* Solicited wait (dat_ep_create(3DAT), dat_evd_wait(3DAT)): EPs whose
+	 * recv completion flags are DAT_COMPLETION_SOLICITED_WAIT_FLAG and
+	 * whose recv EVD this is.  While nonzero, dat_evd_wait needs threshold
+	 * 1 and returns only once the queue holds a notification event: a
+	 * solicited receive, any error, any other event. */
+	_Atomic int solicited_eps;
+	/* Set by a device at cq_create when its cq_poll marks solicited
+	 * receives (zd_evd_ev_set_solicited); without it every event notifies. */
+	int marks_solicited;
 
 	struct zd_waiter waiter;
 
@@ -49,6 +62,7 @@ struct zd_evd {
 	struct zd_spill *spill_head, *spill_tail;
 	void *cq_priv;                    /* the device's CQ */
 	struct zd_evd *cno_next;          /* the CNO's list of EVDs */
+	uint64_t quiet_upto;              /* consumer: ring positions known quiet */
 };
 ZD_OBJ_FITS(EVD, struct zd_evd);
 
@@ -71,6 +85,37 @@ static inline void zd_evd_wake(struct zd_evd *evd)
 	cno = atomic_load_explicit(&evd->cno, memory_order_acquire);
 	if (ZD_UNLIKELY(cno != NULL))
 		zd_evd_wake_cno(evd, cno);
+}
+
+/*
+ * A receive completion's "solicited" mark lives in DAT_EVENT's padding after
+ * event_number (the ring carries it byte for byte; consumers never look
+ * there).  A device whose EVD has marks_solicited writes it, 0 or the
+ * magic, on every receive completion it publishes.
+ */
+#define ZD_EVD_SOLICITED_MAGIC 0x534f4c31u  /* "SOL1" */
+_Static_assert(offsetof(DAT_EVENT, evd_handle) >= sizeof(DAT_EVENT_NUMBER) + sizeof(uint32_t),
+	       "DAT_EVENT has no padding after event_number");
+
+static inline void zd_evd_ev_set_solicited(DAT_EVENT *ev, bool solicited)
+{
+	uint32_t v = solicited ? ZD_EVD_SOLICITED_MAGIC : 0;
+
+	memcpy((char *)ev + sizeof(DAT_EVENT_NUMBER), &v, sizeof(v));
+}
+
+/* True when a consumer waiting in solicited mode is woken by @ev: all but
+ * successful receive completions that are not marked solicited. */
+static inline bool zd_evd_ev_notifies(const DAT_EVENT *e, bool marks)
+{
+	uint32_t v;
+
+	if (!marks || e->event_number != DAT_DTO_COMPLETION_EVENT ||
+	    e->event_data.dto_completion_event_data.operation != DAT_DTO_RECEIVE ||
+	    e->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+		return true;
+	memcpy(&v, (const char *)e + sizeof(DAT_EVENT_NUMBER), sizeof(v));
+	return v == ZD_EVD_SOLICITED_MAGIC;
 }
 
 /* Posts an async error event of @type to @ia's async EVD. */

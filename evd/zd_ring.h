@@ -380,6 +380,29 @@ static inline unsigned zd_ring_ready(const struct zd_ring *r, unsigned limit)
 }
 
 /*
+ * Consumer only: copies the event at position @pos (head <= pos < head +
+ * capacity) into @out if it is published, else returns false.  For looking
+ * past head without taking (the EVD's solicited-wait scan); like
+ * zd_ring_ready, a scan from head stops at the first unpublished slot.
+ */
+static inline bool zd_ring_peek_pos(const struct zd_ring *r, uint64_t pos, DAT_EVENT *out)
+{
+	const struct zd_ring_slot *s = &r->slots[pos & r->mask];
+
+	/* acquire: pairs with the producer's release store of seq. */
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
+		return false;
+	zd_ring__get(out, s);
+	return true;
+}
+
+/* Consumer only: the position of the next event to take. */
+static inline uint64_t zd_ring_head(const struct zd_ring *r)
+{
+	return atomic_load_explicit(&r->head, memory_order_relaxed);
+}
+
+/*
  * Any thread: approximate number of events in the ring, for DAT's 'nmore'.
  * It is tail - head read at two slightly different instants, clamped to
  * [0, capacity]: it counts claimed positions, so it includes events whose

@@ -88,11 +88,17 @@ struct zd_shm_chunk_entry {
 	_Atomic uint64_t len;
 } __attribute__((aligned(32)));
 
+/* What a sleeping consumer of the IA waits for: any completion, or only a
+ * notification (a solicited receive, an error: solicited wait). */
+#define ZD_SHM_ARMED_ANY       1u
+#define ZD_SHM_ARMED_SOLICITED 2u
+#define ZD_SHM_RING_ALWAYS     (ZD_SHM_ARMED_ANY | ZD_SHM_ARMED_SOLICITED)
+
 struct zd_shm_ia_shared {
 	uint64_t magic;
 	uint64_t uid;                                 /* names this IA among peers */
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t doorbell; /* shared futex word */
-	_Atomic uint32_t armed;                       /* a CQ consumer may sleep */
+	_Atomic uint32_t armed;                       /* ZD_SHM_ARMED_*: a CQ consumer may sleep */
 	_Atomic uint32_t closing;
 	alignas(ZD_CACHE_LINE) struct zd_shm_chunk_entry chunks[ZD_SHM_CHUNK_SLOTS];
 	alignas(4096) struct zd_shm_mr_entry mr[ZD_SHM_MR_ENTRIES];
@@ -387,9 +393,9 @@ void *zd_shm_peer_ptr(struct zd_shm_peer *p, uint32_t chunk_slot, uint64_t raddr
 /* Copies between local segments and peer memory; 0 or -1 (peer gone). */
 int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *local, int nlocal,
 		     const struct zd_shm_seg *remote, int nremote);
-/* Wakes the peer IA's sleeping consumers if any armed (after a release
- * store of what they wait for). */
-void zd_shm_peer_ring(struct zd_shm_ia_shared *ia);
+/* Wakes the peer IA's sleeping consumers if any armed for @need (a mask of
+ * ZD_SHM_ARMED_*), after a release store of what they wait for. */
+void zd_shm_peer_ring(struct zd_shm_ia_shared *ia, uint32_t need);
 
 /* ---- zd_shm_cq.c ---- */
 DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth);
@@ -415,6 +421,10 @@ DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep);
 void zd_shm_qp_destroy(struct zd_ep *ep);
 /* Receive side of @qp: reap its completion ring into @out (poller thread). */
 int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget);
+/* Receive buffers allocated to @qp's EP and not completed (scan). */
+DAT_COUNT zd_shm_qp_recv_held(struct zd_shm_qp *qp);
+/* The device's rq_counts op (zd_device.h). */
+void zd_shm_rq_counts(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail, DAT_COUNT *held);
 /* Flushes every outstanding receive of @qp into its recv CQ (any thread). */
 void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final);
 

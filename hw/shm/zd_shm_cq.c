@@ -15,7 +15,10 @@
  * completion and sees it bumps the shared doorbell futex and FUTEX_WAKEs
  * it (zd_shm_peer_ring), and the IA's waker thread, asleep on that futex
  * only while some consumer armed, wakes every CQ waiter of the IA.  No
- * syscall on either side while nobody sleeps.
+ * syscall on either side while nobody sleeps.  A consumer in solicited
+ * wait (its EVD has solicited_eps) arms ZD_SHM_ARMED_SOLICITED only: a
+ * peer rings for it only for a solicited receive or an error, and the
+ * consumer, woken, sees the receives before it in order (zd_evd.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -47,6 +50,7 @@ DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth)
 	}
 	cq->evd = evd;
 	cq->sia = sia;
+	evd->marks_solicited = 1;  /* zd_shm_qp_reap marks solicited receives */
 	pthread_mutex_lock(&sia->lock);
 	cq->next = sia->cqs;
 	sia->cqs = cq;
@@ -163,7 +167,11 @@ void zd_shm_cq_arm(struct zd_evd *evd)
 	sia = cq->sia;
 	if (ZD_UNLIKELY(!__atomic_load_n(&sia->waker_running, __ATOMIC_ACQUIRE)))
 		zd_shm_waker_start(sia);
-	atomic_store_explicit(&sia->sh->armed, 1, memory_order_relaxed);
+	/* Solicited wait: peers ring only for solicited receives and errors
+	 * (zd_shm_post.c comp_publish); the rest waits in the rings. */
+	atomic_fetch_or_explicit(&sia->sh->armed,
+				 atomic_load_explicit(&evd->solicited_eps, memory_order_relaxed) > 0 ?
+				 ZD_SHM_ARMED_SOLICITED : ZD_SHM_ARMED_ANY, memory_order_relaxed);
 	/* seq_cst fence: pairs with the one in zd_shm_peer_ring (Dekker): the
 	 * re-poll after this arm sees a peer's completion, or the peer sees
 	 * armed and rings the doorbell. */

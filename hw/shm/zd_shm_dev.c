@@ -112,6 +112,7 @@ static const struct zd_device_ops zd_shm_ops = {
 	.srq_create = zd_shm_srq_create,
 	.srq_resize = zd_shm_srq_resize,
 	.srq_destroy = zd_shm_srq_destroy,
+	.rq_counts = zd_shm_rq_counts,
 	.post_send = zd_shm_post_send,
 	.post_recv = zd_shm_post_recv,
 	.post_rdma_write = zd_shm_post_rdma_write,

@@ -287,13 +287,13 @@ int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *lo
 	return got == (ssize_t)want ? 0 : -1;
 }
 
-void zd_shm_peer_ring(struct zd_shm_ia_shared *ia)
+void zd_shm_peer_ring(struct zd_shm_ia_shared *ia, uint32_t need)
 {
 	/* seq_cst fence: pairs with the one in zd_shm_cq_arm (Dekker): either
 	 * the armed consumer's re-poll sees what we published, or we see its
 	 * armed flag and wake it. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (ZD_LIKELY(!atomic_load_explicit(&ia->armed, memory_order_relaxed)))
+	if (ZD_LIKELY(!(atomic_load_explicit(&ia->armed, memory_order_relaxed) & need)))
 		return;
 	atomic_fetch_add_explicit(&ia->doorbell, 1, memory_order_release);
 	/* Not FUTEX_PRIVATE: the waker sleeps in another process. */

@@ -157,7 +157,10 @@ static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int 
 	/* release: pairs with the target's acquire load of comp_tail in
 	 * zd_shm_qp_reap: the entry and the data it announces are visible. */
 	atomic_store_explicit(&qp->remote->comp_tail, qp->comp_tail, memory_order_release);
-	zd_shm_peer_ring(qp->peer->ia);
+	/* A consumer in solicited wait sleeps through plain receives. */
+	zd_shm_peer_ring(qp->peer->ia, (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ||
+				       status != DAT_DTO_SUCCESS ? ZD_SHM_RING_ALWAYS
+								 : ZD_SHM_ARMED_ANY);
 }
 
 static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
@@ -453,6 +456,9 @@ DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 				zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED)))
 			recv_flushed(qp, cookie, DAT_DTO_ERR_FLUSHED);
 	}
+	/* dat_ep_set_watermark armed: a slot scan, until it fires. */
+	if (ZD_UNLIKELY(zd_ep_hwm_armed(ep)))
+		zd_ep_soft_hwm_check(ep, zd_shm_qp_recv_held(qp));
 	return DAT_SUCCESS;
 }
 
@@ -466,5 +472,5 @@ void zd_shm_qp_rnr_ring(struct zd_shm_qp *qp)
 	atomic_store_explicit(&qp->own->rnr_wait, 0, memory_order_relaxed);
 	/* acquire: pairs with the release store of qp->remote in connect. */
 	if (__atomic_load_n(&qp->remote, __ATOMIC_ACQUIRE) && qp->peer)
-		zd_shm_peer_ring(qp->peer->ia);
+		zd_shm_peer_ring(qp->peer->ia, ZD_SHM_RING_ALWAYS);
 }

@@ -366,12 +366,14 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 /* ---- receive side: reaping the completion ring (recv CQ poller) ---- */
 
 static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
-		       DAT_DTO_COMPLETION_STATUS st, uint32_t len)
+		       DAT_DTO_COMPLETION_STATUS st, uint32_t len, bool solicited)
 {
 	DAT_EVENT ev;
 	struct zd_evd *evd = qp->recv_cq->evd;
 
 	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	/* The sender's DAT_COMPLETION_SOLICITED_WAIT_FLAG, for solicited wait. */
+	zd_evd_ev_set_solicited(&ev, solicited);
 	ev.evd_handle = evd;
 	ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
 		.ep_handle = qp->ep, .user_cookie = cookie, .status = st,
@@ -400,6 +402,17 @@ static DAT_DTO_COMPLETION_STATUS eager_copy(const struct zd_shm_rq_slot *s, cons
 	return DAT_DTO_SUCCESS;
 }
 
+/* SRQ buffers taken for @qp whose completions wait in [head, tail). */
+static DAT_COUNT srq_taken_pending(const struct zd_shm_qp *qp, uint64_t head, uint64_t tail)
+{
+	DAT_COUNT n = 0;
+
+	for (; head != tail; head++)
+		if ((qp->comp[head & (qp->comp_depth - 1)].type_flags & 0xff) == ZD_SHM_COMP_DIRECT)
+			n++;
+	return n;
+}
+
 int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 {
 	struct zd_shm_qp_shared *own = qp->own;
@@ -421,9 +434,14 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 		}
 		return 0;
 	}
+	/* dat_ep_set_watermark armed on an SRQ EP: buffers its peer took
+	 * show up here first, one direct completion entry each. */
+	if (ZD_UNLIKELY(qp->srq && zd_ep_hwm_armed(qp->ep)))
+		zd_ep_soft_hwm_check(qp->ep, srq_taken_pending(qp, head, tail));
 	while (head != tail && n < budget) {
 		struct zd_shm_comp c = qp->comp[head & (qp->comp_depth - 1)];
 		unsigned type = c.type_flags & 0xff;
+		bool sol = c.type_flags & ZD_SHM_COMP_SOLICITED;
 		DAT_DTO_COMPLETION_STATUS st = c.status <= DAT_DTO_ERR_PARTIAL_PACKET ?
 					       (DAT_DTO_COMPLETION_STATUS)c.status :
 					       DAT_DTO_ERR_TRANSPORT;
@@ -455,7 +473,7 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 			 * here; the CAS also loses to a flush. */
 			if (atomic_compare_exchange_strong(&slot->state, &w,
 					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE))) {
-				recv_event(qp, s->cookie[pos & (s->depth - 1)], st, c.len);
+				recv_event(qp, s->cookie[pos & (s->depth - 1)], st, c.len, sol);
 				n++;
 			}
 			zd_shm_srq_check_lw(s);
@@ -483,7 +501,7 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 			w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
 			if (atomic_compare_exchange_strong(&slot->state, &w,
 					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE))) {
-				recv_event(qp, qp->rq_cookie[pos & rq_mask], st, c.len);
+				recv_event(qp, qp->rq_cookie[pos & rq_mask], st, c.len, sol);
 				n++;
 			} else if ((w & 0xf) == ZD_SHM_SLOT_FLUSHED && w >> 24 == pos) {
 				/* The flush reported it: free the slot. */
@@ -502,4 +520,64 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 	/* Room made: a peer waiting for it (RNR) is rung. */
 	zd_shm_qp_rnr_ring(qp);
 	return n;
+}
+
+/* ---- receive buffer counts (control path: a scan of the slots) ---- */
+
+DAT_COUNT zd_shm_qp_recv_held(struct zd_shm_qp *qp)
+{
+	DAT_COUNT n = 0;
+
+	if (qp->srq) {
+		/* Taken for this QP (a sender is copying or has filled it) and
+		 * not yet completed.  Only slots ever posted are read: the
+		 * region's untouched pages stay unallocated. */
+		uint64_t used = atomic_load_explicit(&qp->srq->sh->posted, memory_order_relaxed);
+
+		for (uint32_t i = 0; i < ZD_MIN(used, (uint64_t)qp->srq->depth); i++) {
+			uint64_t w = atomic_load_explicit(&qp->srq->slots[i].state,
+							  memory_order_relaxed);
+			unsigned st = w & 0xf;
+
+			if ((st == ZD_SHM_SLOT_TAKEN || st == ZD_SHM_SLOT_DONE) &&
+			    ((w >> 4) & ZD_SHM_TAG_MASK) == qp->tag)
+				n++;
+		}
+		return n;
+	}
+	/* Posted and not yet completed (a flushed slot was reported). */
+	for (uint32_t i = 0; i < qp->rq_depth; i++) {
+		unsigned st = atomic_load_explicit(&qp->rq[i].state, memory_order_relaxed) & 0xf;
+
+		if (st == ZD_SHM_SLOT_POSTED || st == ZD_SHM_SLOT_TAKEN || st == ZD_SHM_SLOT_DONE)
+			n++;
+	}
+	return n;
+}
+
+void zd_shm_rq_counts(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail, DAT_COUNT *held)
+{
+	if (ep) {
+		if (ep->dev_priv)
+			*held = zd_shm_qp_recv_held(ep->dev_priv);
+		return;
+	}
+	struct zd_shm_srq *s = srq->dev_priv;
+	uint64_t head, posted;
+	DAT_COUNT n = 0;
+
+	if (!s)
+		return;
+	/* head first: it never passes posted, so the difference is >= 0. */
+	head = atomic_load_explicit(&s->sh->head, memory_order_acquire);
+	posted = atomic_load_explicit(&s->sh->posted, memory_order_acquire);
+	*avail = posted > head ? (DAT_COUNT)(posted - head) : 0;
+	/* Occupied: posted, taken or filled, until its completion is reaped
+	 * (the slot is then free for a new post).  Only slots ever posted
+	 * are read, as above. */
+	for (uint32_t i = 0; i < ZD_MIN(posted, (uint64_t)s->depth); i++)
+		if ((atomic_load_explicit(&s->slots[i].state, memory_order_relaxed) & 0xf) !=
+		    ZD_SHM_SLOT_FREE)
+			n++;
+	*held = n;
 }

@@ -1,0 +1,308 @@
+/* shm device: solicited wait.  An EP whose recv completion flags are
+ * DAT_COMPLETION_SOLICITED_WAIT_FLAG puts its recv EVD in solicited mode
+ * (dat_ep_create(3DAT)): a consumer in dat_evd_wait (threshold 1) is woken
+ * by a receive whose sender posted DAT_COMPLETION_SOLICITED_WAIT_FLAG, or
+ * by an error, not by a plain receive; every completion is still queued,
+ * in order. */
+#include <poll.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "zd_shm_test.h"
+
+TestSuite(shm_solicited, .init = t_need_conf, .timeout = 60);
+
+enum { LEN = 64 };
+
+static struct side A, B;
+static DAT_EP_HANDLE ea, eb;
+static char src[4][LEN], dst[4][LEN];
+static DAT_LMR_CONTEXT ka, kb;
+
+struct waiter {
+	pthread_t th;
+	DAT_EVD_HANDLE evd;
+	DAT_TIMEOUT timeout;
+	_Atomic int done;
+	DAT_RETURN ret;
+	DAT_EVENT ev;
+	DAT_COUNT nmore;
+};
+
+static void *wait_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->ret = dat_evd_wait(w->evd, w->timeout, 1, &w->ev, &w->nmore);
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+static void wait_start(struct waiter *w, DAT_EVD_HANDLE evd)
+{
+	memset(w, 0, sizeof(*w));
+	w->evd = evd;
+	w->timeout = 10 * 1000 * 1000;  /* 10 s: far beyond what the test needs */
+	cr_assert_eq(pthread_create(&w->th, NULL, wait_main, w), 0);
+	/* Let it poll, arm and fall asleep. */
+	usleep(100 * 1000);
+	cr_assert_eq(atomic_load(&w->done), 0, "dat_evd_wait returned with nothing queued");
+}
+
+/* True if the waiter returns within @ms. */
+static bool wait_returns_within(struct waiter *w, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		if (atomic_load(&w->done))
+			return true;
+		usleep(1000);
+	}
+	return atomic_load(&w->done);
+}
+
+/* B's EP asks for solicited wait (@solicited) before it connects. */
+static void setup(bool solicited)
+{
+	t_open(&A);
+	t_open(&B);
+	ea = t_ep(&A, NULL);
+	eb = t_ep(&B, NULL);
+	if (solicited) {
+		DAT_EP_PARAM p;
+
+		memset(&p, 0, sizeof(p));
+		p.ep_attr.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
+		cr_assert_eq(dat_ep_modify(eb, DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS, &p),
+			     DAT_SUCCESS);
+	}
+	t_connect(ea, eb);
+	t_reg(&A, NULL, src, sizeof(src), DAT_MEM_PRIV_ALL_FLAG, &ka);
+	t_reg(&B, NULL, dst, sizeof(dst), DAT_MEM_PRIV_ALL_FLAG, &kb);
+	for (int i = 0; i < 4; i++) {
+		DAT_LMR_TRIPLET r = t_seg(kb, dst[i], LEN);
+
+		snprintf(src[i], LEN, "message %d", i);
+		cr_assert_eq(dat_ep_post_recv(eb, 1, &r, t_cookie((uint64_t)i), 0), DAT_SUCCESS);
+	}
+}
+
+static void send_msg(int i, DAT_COMPLETION_FLAGS flags)
+{
+	DAT_LMR_TRIPLET s = t_seg(ka, src[i], LEN);
+
+	cr_assert_eq(dat_ep_post_send(ea, 1, &s, t_cookie(100 + (uint64_t)i), flags), DAT_SUCCESS);
+	t_expect(A.req, ea, 100 + (uint64_t)i, DAT_DTO_SUCCESS, DAT_DTO_SEND, LEN);
+}
+
+static void teardown(void)
+{
+	t_close(&A);
+	t_close(&B);
+}
+
+Test(shm_solicited, plain_receive_does_not_wake_solicited_does)
+{
+	struct waiter w;
+	DAT_EVD_PARAM ep;
+
+	setup(true);
+	cr_assert_eq(dat_evd_query(B.rcv, DAT_EVD_FIELD_EVD_STATE, &ep), DAT_SUCCESS);
+	cr_assert_eq(ep.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, DAT_EVD_STATE_CONFIG_SOLICITED);
+
+	wait_start(&w, B.rcv);
+	send_msg(0, DAT_COMPLETION_DEFAULT_FLAG);
+	cr_assert_not(wait_returns_within(&w, 400), "a plain receive woke a solicited waiter");
+	send_msg(1, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
+	cr_assert(wait_returns_within(&w, 3000), "a solicited receive did not wake the waiter");
+	pthread_join(w.th, NULL);
+	cr_assert_eq(w.ret, DAT_SUCCESS);
+	/* Completions stay in order: the plain receive comes first. */
+	cr_assert_eq(w.ev.event_number, DAT_DTO_COMPLETION_EVENT);
+	cr_assert_eq(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0);
+	cr_assert_eq(w.ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+	cr_assert_eq(w.nmore, 1);
+	cr_assert_str_eq(dst[0], "message 0");
+	/* The solicited one is still queued: a new wait returns it at once. */
+	cr_assert_eq(dat_evd_wait(B.rcv, 0, 1, &w.ev, &w.nmore), DAT_SUCCESS);
+	cr_assert_eq(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 1);
+	cr_assert_str_eq(dst[1], "message 1");
+	t_none(B.rcv);
+
+	/* A plain receive alone: the wait times out, the event is queued. */
+	send_msg(2, DAT_COMPLETION_DEFAULT_FLAG);
+	cr_assert_eq(T_TYPE(dat_evd_wait(B.rcv, 200 * 1000, 1, &w.ev, &w.nmore)),
+		     DAT_TIMEOUT_EXPIRED);
+	t_expect(B.rcv, eb, 2, DAT_DTO_SUCCESS, DAT_DTO_RECEIVE, LEN);
+	teardown();
+}
+
+Test(shm_solicited, error_wakes_solicited_waiter)
+{
+	struct waiter w;
+
+	setup(true);
+	wait_start(&w, B.rcv);
+	/* The connection breaks: the posted receives complete flushed. */
+	t_flush(eb);
+	cr_assert(wait_returns_within(&w, 3000), "a flushed receive did not wake the waiter");
+	pthread_join(w.th, NULL);
+	cr_assert_eq(w.ret, DAT_SUCCESS);
+	cr_assert_eq(w.ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+	teardown();
+}
+
+Test(shm_solicited, without_the_attribute_every_receive_wakes)
+{
+	struct waiter w;
+	DAT_EVD_PARAM ep;
+
+	setup(false);
+	cr_assert_eq(dat_evd_query(B.rcv, DAT_EVD_FIELD_EVD_STATE, &ep), DAT_SUCCESS);
+	/* The three configuration values share two bits. */
+	cr_assert_eq(ep.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, DAT_EVD_STATE_CONFIG_THRESHOLD);
+	wait_start(&w, B.rcv);
+	send_msg(0, DAT_COMPLETION_DEFAULT_FLAG);
+	cr_assert(wait_returns_within(&w, 3000), "a plain receive did not wake a plain waiter");
+	pthread_join(w.th, NULL);
+	cr_assert_eq(w.ret, DAT_SUCCESS);
+	cr_assert_eq(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0);
+	teardown();
+}
+
+Test(shm_solicited, threshold_must_be_one)
+{
+	DAT_EVENT ev;
+	DAT_COUNT nmore;
+
+	setup(true);
+	/* dat_evd_wait(3DAT): consumer-controlled notification wants 1. */
+	cr_assert_eq(T_TYPE(dat_evd_wait(B.rcv, 0, 2, &ev, &nmore)), DAT_INVALID_STATE);
+	cr_assert_eq(T_TYPE(dat_evd_wait(B.rcv, 0, 1, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
+	/* Freed, the EP no longer puts the EVD in solicited mode. */
+	cr_assert_eq(dat_ep_free(eb), DAT_SUCCESS);
+	while (dat_evd_dequeue(B.rcv, &ev) == DAT_SUCCESS)
+		;
+	cr_assert_eq(T_TYPE(dat_evd_wait(B.rcv, 0, 2, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
+	teardown();
+}
+
+/* ---- across two processes: the peer rings the doorbell only when asked ---- */
+
+struct blob_msg {
+	char blob[ZD_QP_BLOB_MAX];
+	size_t len;
+};
+
+static int xfer(int fd, void *p, size_t n, bool out)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = out ? write(fd, (char *)p + done, n - done)
+				: read(fd, (char *)p + done, n - done);
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* Receiver: a solicited-wait EP, two receives (heap memory, reached by
+ * cross-memory attach), then dat_evd_wait; reports each cookie it gets. */
+static int child_main(int rd, int wr)
+{
+	struct side C;
+	struct blob_msg me, peer;
+	char *buf = malloc(2 * LEN);
+	DAT_LMR_CONTEXT k;
+	DAT_EP_HANDLE ep;
+	DAT_EP_PARAM p;
+	DAT_EVENT ev;
+	DAT_COUNT more;
+	char c;
+
+	t_open(&C);
+	ep = t_ep(&C, NULL);
+	memset(&p, 0, sizeof(p));
+	p.ep_attr.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
+	if (dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS, &p) != DAT_SUCCESS)
+		return 2;
+	t_reg(&C, NULL, buf, 2 * LEN, DAT_MEM_PRIV_ALL_FLAG, &k);
+	for (int i = 0; i < 2; i++) {
+		DAT_LMR_TRIPLET r = t_seg(k, buf + i * LEN, LEN);
+
+		if (dat_ep_post_recv(ep, 1, &r, t_cookie((uint64_t)i), 0) != DAT_SUCCESS)
+			return 3;
+	}
+	me.len = t_blob(ep, me.blob);
+	if (xfer(wr, &me, sizeof(me), true) || xfer(rd, &peer, sizeof(peer), false))
+		return 4;
+	t_accept_blob(ep, peer.blob, peer.len);
+	if (xfer(wr, "r", 1, true))
+		return 5;
+	for (int i = 0; i < 2; i++) {
+		if (dat_evd_wait(C.rcv, 10 * 1000 * 1000, 1, &ev, &more) != DAT_SUCCESS ||
+		    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+			return 6;
+		c = (char)('0' + ev.event_data.dto_completion_event_data.user_cookie.as_64);
+		if (xfer(wr, &c, 1, true))
+			return 7;
+	}
+	if (xfer(rd, &c, 1, false))  /* the parent is done: close */
+		return 8;
+	t_close(&C);
+	return 0;
+}
+
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, ms) == 1;
+}
+
+Test(shm_solicited, across_processes)
+{
+	int p2c[2], c2p[2], status;
+	struct blob_msg me, peer;
+	pid_t pid;
+	char c;
+
+	cr_assert_eq(pipe(p2c), 0);
+	cr_assert_eq(pipe(c2p), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(child_main(p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	t_open(&A);
+	ea = t_ep(&A, NULL);
+	t_reg(&A, NULL, src, sizeof(src), DAT_MEM_PRIV_ALL_FLAG, &ka);
+	snprintf(src[0], LEN, "plain");
+	snprintf(src[1], LEN, "solicited");
+	me.len = t_blob(ea, me.blob);
+	cr_assert_eq(xfer(c2p[0], &peer, sizeof(peer), false), 0, "child died during setup");
+	cr_assert_eq(xfer(p2c[1], &me, sizeof(me), true), 0);
+	t_accept_blob(ea, peer.blob, peer.len);
+	cr_assert_eq(xfer(c2p[0], &c, 1, false), 0);
+	usleep(100 * 1000);  /* the child arms and sleeps */
+
+	send_msg(0, DAT_COMPLETION_DEFAULT_FLAG);
+	cr_assert_not(readable_within(c2p[0], 400), "a plain receive woke the solicited waiter");
+	send_msg(1, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
+	cr_assert(readable_within(c2p[0], 3000), "a solicited receive did not wake the waiter");
+	/* In order: the plain receive first, then the solicited one. */
+	cr_assert_eq(xfer(c2p[0], &c, 1, false), 0);
+	cr_assert_eq(c, '0');
+	cr_assert_eq(xfer(c2p[0], &c, 1, false), 0);
+	cr_assert_eq(c, '1');
+	cr_assert_eq(xfer(p2c[1], "q", 1, true), 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+	t_close(&A);
+}
