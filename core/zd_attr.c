@@ -92,8 +92,9 @@ void zd_ia_fill_provider_attr(const struct zd_ia *ia, DAT_PROVIDER_ATTR *p)
 	a.srq_supported = DAT_TRUE;
 	a.srq_watermarks_supported = DAT_TRUE;
 	a.srq_ep_pz_difference_supported = DAT_FALSE;
-	a.srq_info_supported = DAT_TRUE;
-	a.ep_recv_info_supported = DAT_TRUE;
+	/* Counts of receive buffers come from the device (rq_counts). */
+	a.srq_info_supported = ia->dev->rq_counts ? DAT_TRUE : DAT_FALSE;
+	a.ep_recv_info_supported = ia->dev->rq_counts ? DAT_TRUE : DAT_FALSE;
 	a.lmr_sync_req = DAT_FALSE;
 	a.dto_async_return_guaranteed = DAT_FALSE;
 	a.rdma_write_for_rdma_read_req = DAT_FALSE;
