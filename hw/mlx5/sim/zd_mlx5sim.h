@@ -1,0 +1,168 @@
+/*
+ * The software mlx5 device ("zdapl-mlx5sim"): a ConnectX in software.
+ *
+ * The model reads and writes only the formats of <infiniband/mlx5dv.h>:
+ * it watches the doorbell records and the BlueFlame register of its QPs,
+ * parses their WQEs in 64-byte basic blocks, checks keys, bounds, access
+ * and PD against its MR table and the peer's, executes RC semantics and
+ * writes CQEs by owner bit.  The hw/mlx5 data path drives it through the
+ * queue descriptors of hw/mlx5/zd_mlx5_queue.h, exactly as it drives a NIC.
+ *
+ * The control path below mirrors verbs (PD, MR, CQ, QP, SRQ, modify QP,
+ * CQ events) so a backend maps it 1:1.  Every call returns 0 or a negative
+ * errno; none may be called on the data path.  One NIC per IA; its state
+ * that peers touch lives in one sealed memfd region that a peer process
+ * maps through pidfd_getfd, and one engine thread per NIC plays the
+ * hardware (see zd_mlx5sim_priv.h for the model).
+ *
+ * For a backend: dat_ia_open -> nic_open (and a zd_chunk listener calling
+ * chunk_add/chunk_remove), dat_pz_create -> pd_alloc, dat_lmr_create ->
+ * mr_add (DAT privileges to the access bits below), EVD -> cq_create,
+ * dat_srq_create -> srq_create, dat_ep_create -> qp_create; the CM sends
+ * qp_addr to the peer and calls qp_connect with the peer's; disconnect ->
+ * qp_modify(ERR).  The data path then drives the descriptors exactly as on
+ * a ConnectX: WQEs (64-byte basic blocks, index wrapping at 0xffff),
+ * doorbell record, then BlueFlame copy (bf_size bytes per half, halves
+ * toggled) or an 8-byte doorbell; CQEs by owner bit, consumer index in
+ * dbrec[0]; arming by dbrec[1] plus the 64-bit UAR doorbell at
+ * uar + MLX5_CQ_DOORBELL (sn << 28 | cmd | ci, cqn), sn bumped per event.
+ * Atomics are big-endian, as mlx5's: operands, target and result.
+ * ZDAPL_MLX5SIM_DEBUG=1 logs WQE errors and doorbell violations on stderr.
+ */
+#ifndef ZD_MLX5SIM_H
+#define ZD_MLX5SIM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hw/mlx5/zd_mlx5_queue.h"
+
+struct zd_mlx5sim_nic;
+
+struct zd_mlx5sim_nic_attr {
+	size_t queue_mem;     /* bytes of queue memory (WQs, CQs, UARs); 0: 4 MiB */
+	uint32_t max_qp;      /* 0: 256 */
+	uint32_t max_cq;      /* 0: 256 */
+	uint32_t max_srq;     /* 0: 64 */
+	uint32_t max_mr;      /* 0: 4096 (power of two) */
+};
+
+/* QP states (as enum ibv_qp_state orders them). */
+enum zd_mlx5sim_qp_state {
+	ZD_MLX5SIM_QPS_RESET = 0,
+	ZD_MLX5SIM_QPS_INIT = 1,
+	ZD_MLX5SIM_QPS_RTR = 2,
+	ZD_MLX5SIM_QPS_RTS = 3,
+	ZD_MLX5SIM_QPS_ERR = 6,
+};
+
+/* MR access: the values of enum ibv_access_flags.  Local read is implied. */
+#define ZD_MLX5SIM_ACCESS_LOCAL_WRITE   (1u << 0)
+#define ZD_MLX5SIM_ACCESS_REMOTE_WRITE  (1u << 1)
+#define ZD_MLX5SIM_ACCESS_REMOTE_READ   (1u << 2)
+#define ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC (1u << 3)
+
+struct zd_mlx5sim_qp_attr {
+	uint32_t pdn;
+	uint32_t send_cqn, recv_cqn;
+	uint32_t srqn;          /* 0: own receive queue */
+	uint32_t sq_wqe_cnt;    /* basic blocks, rounded up to a power of two */
+	uint32_t rq_wqe_cnt;    /* rounded up to a power of two; ignored with an SRQ */
+	uint32_t rq_max_sge;    /* data segments per receive WQE (stride = 16 * pow2) */
+};
+
+/*
+ * What a peer needs to connect to a QP (sent over the CM): plain data,
+ * no pointers.  The fd is the NIC region's number in the owner process,
+ * opened by the peer with pidfd_getfd.
+ */
+struct zd_mlx5sim_qp_addr {
+	uint32_t magic;
+	int32_t pid;
+	uint64_t nic_uid;
+	int32_t region_fd;
+	uint32_t qpn;
+	uint64_t region_size;
+};
+
+struct zd_mlx5sim_stats {
+	uint64_t wqes;              /* WQEs executed (incl. errors and flushes) */
+	uint64_t cqes;              /* CQEs written to this NIC's CQs by anyone */
+	uint64_t rnr_retries;       /* sends retried for lack of a receive */
+	uint64_t wqe_errors;        /* WQEs that completed in error (not flushes) */
+	uint64_t bf_checked;        /* BlueFlame copies compared with the SQ */
+	uint64_t bf_mismatch;       /* BlueFlame copy differs from the WQE in the SQ */
+	uint64_t db_order;          /* BlueFlame/doorbell write before its doorbell record */
+	uint64_t cq_overrun;        /* CQEs that found their CQ full */
+	uint64_t events;            /* completion events raised */
+};
+
+int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5sim_nic **out);
+/* Stops the engine, tears down every object and peer mapping. */
+void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic);
+void zd_mlx5sim_nic_stats(struct zd_mlx5sim_nic *nic, struct zd_mlx5sim_stats *st);
+
+int zd_mlx5sim_pd_alloc(struct zd_mlx5sim_nic *nic, uint32_t *pdn);
+int zd_mlx5sim_pd_free(struct zd_mlx5sim_nic *nic, uint32_t pdn);   /* -EBUSY while used */
+
+/*
+ * Memfd chunks of this process (zd_chunk.h): memory in one is reached by a
+ * peer through a mapping of the chunk rather than process_vm_writev/readv.
+ * Register before the MRs that lie in it; fd stays owned by the caller and
+ * must stay open while the chunk is registered.
+ */
+int zd_mlx5sim_chunk_add(struct zd_mlx5sim_nic *nic, void *base, size_t len, int fd);
+int zd_mlx5sim_chunk_remove(struct zd_mlx5sim_nic *nic, void *base);
+
+/* ibv_reg_mr: lkey == rkey, never MLX5_INVALID_LKEY. */
+int zd_mlx5sim_mr_add(struct zd_mlx5sim_nic *nic, uint32_t pdn, void *addr, uint64_t len,
+		      uint32_t access, uint32_t *lkey, uint32_t *rkey);
+int zd_mlx5sim_mr_remove(struct zd_mlx5sim_nic *nic, uint32_t lkey);
+
+/* ibv_create_cq + mlx5dv_init_obj: cqe_cnt rounded up to a power of two;
+ * @user is what zd_mlx5sim_event_get returns when the CQ fires. */
+int zd_mlx5sim_cq_create(struct zd_mlx5sim_nic *nic, uint32_t cqe_cnt, void *user,
+			 struct zd_mlx5_cq_desc *out);
+int zd_mlx5sim_cq_destroy(struct zd_mlx5sim_nic *nic, uint32_t cqn);  /* -EBUSY while used */
+/* true once the CQ overran (the CQ error async event). */
+bool zd_mlx5sim_cq_in_error(struct zd_mlx5sim_nic *nic, uint32_t cqn);
+
+/* ibv_create_srq + mlx5dv_init_obj: wqe_cnt rounded up to a power of two,
+ * one WQE is kept as the free-list tail (max_wr = wqe_cnt - 1). */
+int zd_mlx5sim_srq_create(struct zd_mlx5sim_nic *nic, uint32_t pdn, uint32_t wqe_cnt,
+			  uint32_t max_sge, struct zd_mlx5_srq_desc *out);
+int zd_mlx5sim_srq_destroy(struct zd_mlx5sim_nic *nic, uint32_t srqn);
+
+/* ibv_create_qp (RC) + mlx5dv_init_obj; the QP starts in RESET. */
+int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_attr *attr,
+			 struct zd_mlx5_sq_desc *sq, struct zd_mlx5_rq_desc *rq, uint32_t *qpn);
+int zd_mlx5sim_qp_addr(struct zd_mlx5sim_nic *nic, uint32_t qpn, struct zd_mlx5sim_qp_addr *out);
+/* RESET/INIT -> INIT -> RTR -> RTS towards the peer QP. */
+int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
+			  const struct zd_mlx5sim_qp_addr *peer);
+/* ibv_modify_qp to ERR (queues flush) or RESET (queues emptied: the data
+ * path restarts its indices at 0). */
+int zd_mlx5sim_qp_modify(struct zd_mlx5sim_nic *nic, uint32_t qpn, enum zd_mlx5sim_qp_state st);
+int zd_mlx5sim_qp_state(struct zd_mlx5sim_nic *nic, uint32_t qpn);  /* state or -errno */
+int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn);
+
+/*
+ * Completion events: arming is the data path's business (CQ doorbell record
+ * and the UAR arm doorbell, as on hardware).  When an armed CQ gets a CQE
+ * (any, or for a solicited arm a solicited or error one) the NIC marks the
+ * CQ fired and bumps the event word, a shared futex a poller may wait on
+ * itself (FUTEX_WAIT, not FUTEX_PRIVATE: the engine that fires may run in
+ * the peer process).
+ *  - event_wait: 1 when a CQ has fired (or after event_kick), 0 when
+ *    timeout_ms (-1: forever) passed first.
+ *  - event_get: takes one fired CQ: 1 and its @user, or 0 when none (never
+ *    blocks); ibv_get_cq_event + ibv_ack_cq_events.
+ */
+_Atomic uint32_t *zd_mlx5sim_event_word(struct zd_mlx5sim_nic *nic);
+int zd_mlx5sim_event_wait(struct zd_mlx5sim_nic *nic, int timeout_ms);
+void zd_mlx5sim_event_kick(struct zd_mlx5sim_nic *nic);
+int zd_mlx5sim_event_get(struct zd_mlx5sim_nic *nic, void **user);
+
+#endif /* ZD_MLX5SIM_H */

@@ -1,0 +1,1032 @@
+/*
+ * The engine of the software mlx5 device: the NIC hardware.
+ *
+ * One thread per NIC.  Each pass it takes the CQ arm doorbells, looks at
+ * each QP's BlueFlame halves (doorbell order, copy check), executes the
+ * WQEs its SQ doorbell record announces, and flushes the queues of QPs in
+ * error.  Idle, it spins a little, then sleeps, growing to ~100 us, so an
+ * idle NIC costs little.
+ *
+ * WQE execution ("the initiator executes"): the WQE is copied out of the
+ * SQ in 64-byte basic blocks (wrapping at the end of the buffer), its
+ * control segment checked (index, QPN, ds, flags, opcode), its local
+ * segments checked against this NIC's MR table and its remote ones against
+ * the peer's, and the data moved; sends and writes with immediate consume
+ * a receive WQE of the peer (RQ or SRQ, claimed by CAS) and write the
+ * peer's receive CQE.  No receive posted: the WQE stays at the head of its
+ * SQ and is retried on later passes (RNR, infinite retries), other QPs go
+ * on.  Errors complete the WQE with the syndrome the PRM names and move the
+ * QP (and, for errors the responder detects, the peer QP) to ERR; from then
+ * on every WQE completes with WR_FLUSH_ERR.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "hw/mlx5/sim/zd_mlx5sim_priv.h"
+
+#define SPIN_PASSES   256
+#define SLEEP_MAX_NS  100000
+
+enum { R_OK, R_RNR, R_ERR };
+
+struct result {
+	int status;
+	uint8_t syndrome;            /* requester's */
+	bool peer_err;               /* the responder's QP goes to ERR too */
+	uint32_t byte_cnt;
+};
+
+struct rseg {                   /* a checked range of the peer's memory */
+	uint64_t addr;
+	uint64_t len;
+	uint32_t chunk;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+static uint32_t rd_be32(const void *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+/* ---- CQEs ---- */
+
+/* Writes one CQE (owner bit filled in here) to CQ cqn of a NIC region,
+ * claiming its slot by CAS; raises the event if the CQ is armed.  False if
+ * the CQ is gone or overran (then it is in error). */
+static bool cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn,
+		     struct mlx5_cqe64 *cqe, bool solicited)
+{
+	struct zd_ms_cq *cq;
+	struct mlx5_cqe64 *slot;
+	volatile __be32 *db;
+	uint32_t p, ci, cnt, armed;
+	bool err = (cqe->op_own >> 4) == MLX5_CQE_REQ_ERR || (cqe->op_own >> 4) == MLX5_CQE_RESP_ERR;
+
+	if (cqn < 1 || cqn > sh->max_cq)
+		return false;
+	cq = zd_ms_cq_ctx(sh, cqn - 1);
+	cnt = cq->cqe_cnt;
+	if (!atomic_load_explicit(&cq->live, memory_order_acquire) ||
+	    atomic_load_explicit(&cq->error, memory_order_relaxed) || !cnt || (cnt & (cnt - 1)) ||
+	    !zd_ms_in(sh, size, cq->buf_off, (uint64_t)cnt * 64) ||
+	    !zd_ms_in(sh, size, cq->db_off, 8))
+		return false;
+	db = zd_ms_at(sh, cq->db_off);
+	p = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	do {
+		ci = be32toh(db[ZD_MLX5_CQ_SET_CI]) & 0xffffff;
+		if (((p - ci) & 0xffffff) >= cnt) {
+			/* Overrun: the CQ error async event of the PRM. */
+			atomic_store(&cq->error, 1);
+			atomic_fetch_add(&sh->cnt_overrun, 1);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&cq->prod, &p, p + 1, memory_order_seq_cst,
+							memory_order_relaxed));
+	slot = zd_ms_at(sh, cq->buf_off + (uint64_t)(p & (cnt - 1)) * 64);
+	memcpy(slot, cqe, offsetof(struct mlx5_cqe64, op_own));
+	/* release: the consumer's read barrier after the owner check pairs
+	 * with this; the body is visible before the owner bit flips. */
+	__atomic_store_n(&slot->op_own, (uint8_t)(cqe->op_own | !!(p & cnt)), __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(&sh->cnt_cqes, 1, memory_order_relaxed);
+
+	/* seq_cst fence: pairs with the one in arm_cq (Dekker): either the
+	 * arming engine sees this CQE or we see the armed state. */
+	atomic_thread_fence(memory_order_seq_cst);
+	armed = atomic_load_explicit(&cq->armed, memory_order_relaxed);
+	if ((armed == 1 || (armed == 2 && (solicited || err))) &&
+	    atomic_compare_exchange_strong(&cq->armed, &armed, 0))
+		zd_ms_raise_event(sh, cq);
+	return true;
+}
+
+static void req_cqe(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
+		    uint32_t byte_cnt)
+{
+	memset(c, 0, sizeof(*c));
+	c->byte_cnt = htobe32(byte_cnt);
+	c->sop_drop_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
+	c->wqe_counter = htobe16(idx);
+	c->op_own = MLX5_CQE_REQ << 4;
+}
+
+static void err_cqe(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
+		    uint32_t qpn, uint16_t idx, uint32_t srqn)
+{
+	struct mlx5_err_cqe *e = (struct mlx5_err_cqe *)c;
+
+	memset(c, 0, sizeof(*c));
+	e->srqn = htobe32(srqn & 0xffffff);
+	e->syndrome = syndrome;
+	e->s_wqe_opcode_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
+	e->wqe_counter = htobe16(idx);
+	e->op_own = (resp ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR) << 4;
+}
+
+/* ---- arming ---- */
+
+static bool arm_cq(struct zd_ms_shared *sh, struct zd_ms_cq *cq)
+{
+	_Atomic uint64_t *w = zd_ms_at(sh, cq->uar_off + ZD_MLX5_CQ_UAR_DB);
+	uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+	uint32_t word[2], sn_cmd_ci, prod, mode;
+
+	if (!v || !atomic_compare_exchange_strong(w, &v, 0))
+		return false;
+	memcpy(word, &v, 8);
+	sn_cmd_ci = be32toh(word[0]);
+	if (be32toh(word[1]) != cq->cqn)
+		return true;       /* a doorbell for another CQ: ignored */
+	mode = (sn_cmd_ci & MLX5_CQ_DB_REQ_NOT_SOL) ? 2 : 1;
+	atomic_store_explicit(&cq->arm_ci, sn_cmd_ci & 0xffffff, memory_order_relaxed);
+	atomic_store_explicit(&cq->armed, mode, memory_order_relaxed);
+	/* seq_cst fence: pairs with the one in cq_write. */
+	atomic_thread_fence(memory_order_seq_cst);
+	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	/* CQEs past the consumer's index already: the event fires at once. */
+	if (mode == 1 && ((prod - sn_cmd_ci) & 0xffffff) != 0 &&
+	    atomic_compare_exchange_strong(&cq->armed, &mode, 0))
+		zd_ms_raise_event(sh, cq);
+	return true;
+}
+
+/* ---- memory ---- */
+
+/* Checks [addr, addr + len) against MR key of table sh for pdn and access;
+ * returns the MR's chunk slot through *chunk. */
+static bool mr_check(struct zd_ms_shared *sh, uint32_t key, uint32_t pdn, uint32_t need,
+		     uint64_t addr, uint64_t len, uint32_t *chunk)
+{
+	struct zd_ms_mr_view v;
+
+	if (key == MLX5_INVALID_LKEY || !zd_ms_mr_read(sh, key, &v))
+		return false;
+	if (v.pdn != pdn || (v.access & need) != need)
+		return false;
+	if (addr < v.addr || len > v.len || addr - v.addr > v.len - len)
+		return false;
+	if (chunk)
+		*chunk = v.chunk;
+	return true;
+}
+
+/* Copies between local iovecs and the peer's checked segments (equal
+ * totals).  A copy to the peer with last_last stores its last byte after
+ * every other one is visible, as an RDMA write lands over PCIe: consumers
+ * poll the last byte of a write target. */
+static int peer_copy(struct zd_ms_peer *p, bool to_peer, struct iovec *l, int nl,
+		     const struct rseg *r, int nr, bool last_last)
+{
+	struct iovec riov[ZD_MS_MAX_SGE * 2 + 2];
+	bool mapped = true;
+	size_t total = 0;
+	uint8_t *last_dst = NULL, last_val = 0;
+
+	if (nr > (int)ZD_ARRAY_SIZE(riov) - 1)
+		return -1;
+	for (int i = 0; i < nl; i++)
+		total += l[i].iov_len;
+	if (!total)
+		return 0;
+	for (int i = 0; i < nr; i++) {
+		void *ptr = zd_ms_peer_ptr(p, r[i].chunk, r[i].addr, r[i].len);
+
+		if (!ptr)
+			mapped = false;
+		riov[i].iov_base = mapped ? ptr : (void *)(uintptr_t)r[i].addr;
+		riov[i].iov_len = r[i].len;
+	}
+	if (!mapped)
+		for (int i = 0; i < nr; i++)
+			riov[i].iov_base = (void *)(uintptr_t)r[i].addr;
+
+	if (to_peer && last_last) {
+		/* Hold the last byte back from both lists. */
+		while (nl && !l[nl - 1].iov_len)
+			nl--;
+		while (nr && !riov[nr - 1].iov_len)
+			nr--;
+		last_val = *((uint8_t *)l[nl - 1].iov_base + l[nl - 1].iov_len - 1);
+		last_dst = (uint8_t *)riov[nr - 1].iov_base + riov[nr - 1].iov_len - 1;
+		l[nl - 1].iov_len--;
+		riov[nr - 1].iov_len--;
+		total--;
+	}
+	if (mapped) {
+		int i = 0, j = 0;
+		size_t io = 0, jo = 0;
+
+		while (i < nl && j < nr) {
+			size_t n = ZD_MIN(l[i].iov_len - io, riov[j].iov_len - jo);
+			char *a = (char *)l[i].iov_base + io, *b = (char *)riov[j].iov_base + jo;
+
+			if (n)
+				memcpy(to_peer ? b : a, to_peer ? a : b, n);
+			io += n;
+			jo += n;
+			if (io == l[i].iov_len) {
+				i++;
+				io = 0;
+			}
+			if (jo == riov[j].iov_len) {
+				j++;
+				jo = 0;
+			}
+		}
+		if (last_dst)
+			/* release: every byte above is visible before this one. */
+			__atomic_store_n(last_dst, last_val, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (total) {
+		ssize_t got = to_peer ? process_vm_writev(p->pid, l, (unsigned long)nl, riov,
+							  (unsigned long)nr, 0)
+				      : process_vm_readv(p->pid, l, (unsigned long)nl, riov,
+							 (unsigned long)nr, 0);
+
+		if (got != (ssize_t)total)
+			return -1;
+	}
+	if (last_dst) {
+		/* A second, later copy: the first one's stores precede it. */
+		struct iovec li = { &last_val, 1 }, ri = { last_dst, 1 };
+
+		if (process_vm_writev(p->pid, &li, 1, &ri, 1, 0) != 1)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- receive side ---- */
+
+struct recv_claim {
+	const uint8_t *wqe;          /* first data segment */
+	uint32_t nseg;
+	uint16_t counter;            /* wqe_counter of the responder CQE */
+	uint32_t srqn;
+};
+
+/* Claims the next receive WQE of the peer QP pq: R_OK, R_RNR, or R_ERR
+ * if its queue is malformed. */
+static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_claim *rc)
+{
+	struct zd_ms_shared *sh = p->sh;
+
+	if (pq->srqn) {
+		struct zd_ms_srq *s;
+		uint64_t hw, nhw;
+		const uint8_t *w;
+		uint32_t posted, cons, head;
+
+		if (pq->srqn > sh->max_srq)
+			return R_ERR;
+		s = zd_ms_srq_ctx(sh, pq->srqn - 1);
+		if (!atomic_load_explicit(&s->live, memory_order_acquire) || s->wqe_cnt < 2 ||
+		    (s->wqe_cnt & (s->wqe_cnt - 1)) || s->stride < 32 ||
+		    s->stride > 16 * (ZD_MS_MAX_SGE * 2 + 1) ||
+		    !zd_ms_in(sh, p->size, s->buf_off, (uint64_t)s->wqe_cnt * s->stride) ||
+		    !zd_ms_in(sh, p->size, s->db_off, 4))
+			return R_ERR;
+		hw = atomic_load_explicit(&s->hw, memory_order_acquire);
+		do {
+			posted = be32toh(*(volatile __be32 *)zd_ms_at(sh, s->db_off)) & 0xffff;
+			cons = (uint32_t)(hw >> 32);
+			if (((posted - cons) & 0xffff) == 0)
+				return R_RNR;
+			/* acquire: the WQE was written before the counter. */
+			atomic_thread_fence(memory_order_acquire);
+			head = (uint32_t)hw & 0xffff;
+			w = zd_ms_at(sh, s->buf_off + (uint64_t)(head & (s->wqe_cnt - 1)) * s->stride);
+			nhw = (uint64_t)(cons + 1) << 32 |
+			      be16toh(((const struct mlx5_wqe_srq_next_seg *)w)->next_wqe_index);
+		} while (!atomic_compare_exchange_weak(&s->hw, &hw, nhw));
+		rc->wqe = w + sizeof(struct mlx5_wqe_srq_next_seg);
+		rc->nseg = s->stride / 16 - 1;
+		rc->counter = (uint16_t)head;
+		rc->srqn = s->srqn;
+		return R_OK;
+	}
+	if (!pq->rq_wqe_cnt || (pq->rq_wqe_cnt & (pq->rq_wqe_cnt - 1)) || pq->rq_stride < 16 ||
+	    pq->rq_stride > 16 * ZD_MS_MAX_SGE * 2 ||
+	    !zd_ms_in(sh, p->size, pq->rq_off, (uint64_t)pq->rq_wqe_cnt * pq->rq_stride) ||
+	    !zd_ms_in(sh, p->size, pq->db_off, 8))
+		return R_ERR;
+	uint32_t c = atomic_load_explicit(&pq->rq_ci, memory_order_relaxed), posted;
+
+	do {
+		posted = be32toh(((volatile __be32 *)zd_ms_at(sh, pq->db_off))[MLX5_RCV_DBR]) & 0xffff;
+		if (((posted - c) & 0xffff) == 0)
+			return R_RNR;
+		if (((posted - c) & 0xffff) > pq->rq_wqe_cnt)
+			return R_ERR;
+	} while (!atomic_compare_exchange_weak(&pq->rq_ci, &c, c + 1));
+	/* acquire: the WQE was written before the doorbell record. */
+	atomic_thread_fence(memory_order_acquire);
+	rc->wqe = zd_ms_at(sh, pq->rq_off + (uint64_t)(c & (pq->rq_wqe_cnt - 1)) * pq->rq_stride);
+	rc->nseg = pq->rq_stride / 16;
+	rc->counter = (uint16_t)c;
+	rc->srqn = 0;
+	return R_OK;
+}
+
+/* Checks a receive WQE's scatter list against the peer's MR table:
+ * 0, or the responder's syndrome. */
+static uint8_t recv_scatter(struct zd_ms_peer *p, struct zd_ms_qp *pq,
+			    const struct recv_claim *rc, uint64_t need, struct rseg *r, int *nr)
+{
+	uint64_t have = 0;
+
+	*nr = 0;
+	for (uint32_t i = 0; i < rc->nseg && have < need; i++) {
+		const struct mlx5_wqe_data_seg *d = (const void *)(rc->wqe + 16 * i);
+		uint32_t len = be32toh(d->byte_count), key = be32toh(d->lkey);
+		uint64_t addr = be64toh(d->addr), use;
+
+		if (key == MLX5_INVALID_LKEY)
+			break;
+		use = ZD_MIN((uint64_t)len, need - have);
+		if (!use)
+			continue;
+		if (!mr_check(p->sh, key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE, addr, use,
+			      &r[*nr].chunk))
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		r[*nr].addr = addr;
+		r[*nr].len = use;
+		(*nr)++;
+		have += use;
+	}
+	return have < need ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR : 0;
+}
+
+/* ---- WQE execution ---- */
+
+struct wqe_ctx {
+	struct zd_mlx5sim_nic *nic;
+	struct zd_ms_qp *qp;
+	struct zd_ms_qpe *e;
+	const uint8_t *w;            /* linear copy of the WQE */
+	uint32_t size;               /* ds * 16 */
+	uint8_t opcode, fm_ce_se;
+	uint16_t idx;
+	__be32 imm;
+};
+
+/* Parses data and inline segments from off to the end into local iovecs,
+ * checking each data segment against our MR table (need: access bits). */
+static bool local_sges(struct wqe_ctx *x, uint32_t off, bool allow_inline, uint32_t need,
+		       struct iovec *iov, int *n, uint64_t *total)
+{
+	*n = 0;
+	*total = 0;
+	while (off < x->size) {
+		uint32_t bc = rd_be32(x->w + off);
+
+		if (*n >= ZD_MS_MAX_SGE * 2)
+			return false;
+		if (bc & MLX5_INLINE_SEG) {
+			uint32_t len = bc & ~MLX5_INLINE_SEG;
+
+			if (!allow_inline || len > x->size - off - 4)
+				return false;
+			iov[*n].iov_base = (void *)(x->w + off + 4);
+			iov[*n].iov_len = len;
+			off += (4 + len + 15) & ~15u;
+		} else {
+			const struct mlx5_wqe_data_seg *d = (const void *)(x->w + off);
+			uint64_t addr = be64toh(d->addr);
+
+			if (x->size - off < 16 ||
+			    !mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, need, addr, bc, NULL))
+				return false;
+			iov[*n].iov_base = (void *)(uintptr_t)addr;
+			iov[*n].iov_len = bc;
+			off += 16;
+		}
+		*total += iov[*n].iov_len;
+		(*n)++;
+	}
+	return *total <= (1ull << 31);
+}
+
+static struct zd_ms_qp *peer_qp(struct wqe_ctx *x)
+{
+	struct zd_ms_peer *p = x->e->peer;
+	struct zd_ms_qp *pq;
+	uint32_t st;
+
+	if (!p || x->e->peer_idx >= p->sh->max_qp)
+		return NULL;
+	pq = zd_ms_qp_ctx(p->sh, x->e->peer_idx);
+	st = atomic_load_explicit(&pq->state, memory_order_acquire);
+	if ((st != ZD_MLX5SIM_QPS_RTR && st != ZD_MLX5SIM_QPS_RTS) ||
+	    atomic_load(&pq->peer_uid) != x->nic->sh->uid ||
+	    atomic_load(&pq->peer_qpn) != x->qp->qpn)
+		return NULL;
+	return pq;
+}
+
+static void set_err(struct zd_ms_qp *qp)
+{
+	uint32_t st = atomic_load(&qp->state);
+
+	if (st == ZD_MLX5SIM_QPS_RTR || st == ZD_MLX5SIM_QPS_RTS || st == ZD_MLX5SIM_QPS_INIT)
+		atomic_compare_exchange_strong(&qp->state, &st, ZD_MLX5SIM_QPS_ERR);
+}
+
+static struct result fail(uint8_t syndrome, bool peer_err)
+{
+	return (struct result){ .status = R_ERR, .syndrome = syndrome, .peer_err = peer_err };
+}
+
+/* Responder error on a claimed receive: its error CQE, then the QP errs. */
+static void resp_error(struct zd_ms_peer *p, struct zd_ms_qp *pq, const struct recv_claim *rc,
+		       uint8_t syndrome, uint8_t opcode)
+{
+	struct mlx5_cqe64 c;
+
+	err_cqe(&c, true, syndrome, opcode, pq->qpn, rc->counter, rc->srqn);
+	set_err(pq);
+	cq_write(p->sh, p->size, pq->rcqn, &c, false);
+}
+
+static void resp_cqe(struct wqe_ctx *x, struct zd_ms_qp *pq, const struct recv_claim *rc,
+		     uint8_t op, uint32_t len)
+{
+	struct zd_ms_peer *p = x->e->peer;
+	bool se = x->fm_ce_se & MLX5_WQE_CTRL_SOLICITED;
+	struct mlx5_cqe64 c;
+
+	memset(&c, 0, sizeof(c));
+	c.srqn_uidx = htobe32(rc->srqn & 0xffffff);
+	c.byte_cnt = htobe32(len);
+	c.imm_inval_pkey = op == MLX5_CQE_RESP_SEND ? 0 : x->imm;
+	c.flags_rqpn = htobe32(x->qp->qpn & 0xffffff);
+	c.sop_drop_qpn = htobe32(pq->qpn & 0xffffff);
+	c.wqe_counter = htobe16(rc->counter);
+	c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
+	/* A responder CQ that overran takes the responder QP down with it. */
+	if (!cq_write(p->sh, p->size, pq->rcqn, &c, se))
+		set_err(pq);
+}
+
+static struct result do_send(struct wqe_ctx *x)
+{
+	struct iovec l[ZD_MS_MAX_SGE * 2];
+	struct rseg r[ZD_MS_MAX_SGE * 2];
+	struct recv_claim rc;
+	struct zd_ms_qp *pq;
+	uint64_t total;
+	int n, nr, st;
+	uint8_t syn;
+
+	if (!local_sges(x, 16, true, 0, l, &n, &total))
+		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
+	pq = peer_qp(x);
+	if (!pq)
+		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
+	st = recv_claim(x->e->peer, pq, &rc);
+	if (st == R_RNR)
+		return (struct result){ .status = R_RNR };
+	if (st == R_ERR)
+		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
+	syn = recv_scatter(x->e->peer, pq, &rc, total, r, &nr);
+	if (syn) {
+		resp_error(x->e->peer, pq, &rc, syn, x->opcode);
+		return fail(syn == MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR ?
+				    MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR :
+				    MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+			    false);
+	}
+	if (peer_copy(x->e->peer, true, l, n, r, nr, false) != 0) {
+		resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, x->opcode);
+		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, false);
+	}
+	resp_cqe(x, pq, &rc, x->opcode == MLX5_OPCODE_SEND_IMM ? MLX5_CQE_RESP_SEND_IMM :
+								  MLX5_CQE_RESP_SEND,
+		 (uint32_t)total);
+	return (struct result){ .status = R_OK, .byte_cnt = (uint32_t)total };
+}
+
+static struct result do_rdma(struct wqe_ctx *x)
+{
+	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
+	bool write = x->opcode != MLX5_OPCODE_RDMA_READ;
+	struct iovec l[ZD_MS_MAX_SGE * 2];
+	struct recv_claim rc;
+	struct zd_ms_qp *pq;
+	struct rseg r;
+	uint64_t total;
+	int n;
+
+	if (x->size < 32)
+		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+	if (!local_sges(x, 32, write, write ? 0 : ZD_MLX5SIM_ACCESS_LOCAL_WRITE, l, &n, &total))
+		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
+	pq = peer_qp(x);
+	if (!pq)
+		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
+	r.addr = be64toh(ra->raddr);
+	r.len = total;
+	/* A zero-length RDMA carries no rkey check, as on the wire. */
+	if (total && !mr_check(x->e->peer->sh, be32toh(ra->rkey), pq->pdn,
+			       write ? ZD_MLX5SIM_ACCESS_REMOTE_WRITE : ZD_MLX5SIM_ACCESS_REMOTE_READ,
+			       r.addr, total, &r.chunk))
+		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
+	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM) {
+		int st = recv_claim(x->e->peer, pq, &rc);
+
+		if (st == R_RNR)
+			return (struct result){ .status = R_RNR };
+		if (st == R_ERR)
+			return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
+	}
+	if (peer_copy(x->e->peer, write, l, n, &r, 1, write) != 0)
+		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
+	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
+		resp_cqe(x, pq, &rc, MLX5_CQE_RESP_WR_IMM, (uint32_t)total);
+	return (struct result){ .status = R_OK, .byte_cnt = (uint32_t)total };
+}
+
+static inline void *ptr_of(uint64_t addr)
+{
+	return (void *)(uintptr_t)addr;
+}
+
+/* Big-endian 64-bit atomics (the mlx5 default): operands and the value in
+ * memory are big-endian; the old value lands in the local buffer as is. */
+static uint64_t atomic_apply(uint8_t op, uint64_t old_raw, const struct mlx5_wqe_atomic_seg *a,
+			     bool *store)
+{
+	if (op == MLX5_OPCODE_ATOMIC_CS) {
+		*store = old_raw == a->compare;
+		return a->swap_add;
+	}
+	*store = true;
+	return htobe64(be64toh(old_raw) + be64toh(a->swap_add));
+}
+
+static struct result do_atomic(struct wqe_ctx *x)
+{
+	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
+	const struct mlx5_wqe_atomic_seg *a = (const void *)(x->w + 32);
+	const struct mlx5_wqe_data_seg *d = (const void *)(x->w + 48);
+	struct zd_ms_peer *p = x->e->peer;
+	uint64_t raddr = be64toh(ra->raddr), laddr = be64toh(d->addr), old, nv;
+	struct zd_ms_qp *pq;
+	uint32_t chunk;
+	bool store;
+	void *ptr;
+
+	if (x->size != 64 || be32toh(d->byte_count) != 8)
+		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+	if (!mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
+		      laddr, 8, NULL))
+		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
+	pq = peer_qp(x);
+	if (!pq)
+		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
+	if (raddr & 7)
+		return fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, true);
+	if (!mr_check(p->sh, be32toh(ra->rkey), pq->pdn, ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8,
+		      &chunk))
+		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
+	/* Chunk memory: CPU atomics through the mapping (every initiator maps
+	 * it).  Other memory: under the target NIC's atomic lock, which every
+	 * initiator takes, in this process or another. */
+	ptr = chunk != ZD_MS_NO_CHUNK ? zd_ms_peer_ptr(p, chunk, raddr, 8) : NULL;
+	if (ptr) {
+		uint64_t *t = ptr;
+
+		old = __atomic_load_n(t, __ATOMIC_RELAXED);
+		do {
+			nv = atomic_apply(x->opcode, old, a, &store);
+		} while (store && !__atomic_compare_exchange_n(t, &old, nv, true, __ATOMIC_SEQ_CST,
+							      __ATOMIC_RELAXED));
+	} else {
+		struct iovec li = { &old, 8 }, ri = { (void *)(uintptr_t)raddr, 8 };
+		uint32_t z = 0;
+		int rc = -1;
+
+		while (!atomic_compare_exchange_weak(&p->sh->atomic_lock, &z, 1)) {
+			z = 0;
+			cpu_relax();
+		}
+		if (p->self_proc) {
+			old = *(volatile uint64_t *)ptr_of(raddr);
+			nv = atomic_apply(x->opcode, old, a, &store);
+			if (store)
+				*(volatile uint64_t *)ptr_of(raddr) = nv;
+			rc = 0;
+		} else if (process_vm_readv(p->pid, &li, 1, &ri, 1, 0) == 8) {
+			nv = atomic_apply(x->opcode, old, a, &store);
+			li.iov_base = &nv;
+			rc = store ? (process_vm_writev(p->pid, &li, 1, &ri, 1, 0) == 8 ? 0 : -1) : 0;
+		}
+		atomic_store(&p->sh->atomic_lock, 0);
+		if (rc)
+			return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
+	}
+	memcpy((void *)(uintptr_t)laddr, &old, 8);
+	return (struct result){ .status = R_OK, .byte_cnt = 8 };
+}
+
+static struct result exec_wqe(struct wqe_ctx *x, uint16_t expect_idx)
+{
+	uint32_t w0 = rd_be32(x->w), qpn_ds = rd_be32(x->w + 4);
+
+	x->opcode = (uint8_t)w0;
+	x->idx = (uint16_t)(w0 >> 8);
+	x->fm_ce_se = x->w[11];
+	memcpy(&x->imm, x->w + 12, 4);
+	/* Control segment: index, QPN, opcode modifier, reserved flag bits. */
+	if (x->idx != expect_idx || (qpn_ds >> 8) != x->qp->qpn || (w0 >> 24) != 0 ||
+	    (x->fm_ce_se & 0x11))
+		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+	switch (x->opcode) {
+	case MLX5_OPCODE_NOP:
+		return (struct result){ .status = R_OK };
+	case MLX5_OPCODE_SEND:
+	case MLX5_OPCODE_SEND_IMM:
+		return do_send(x);
+	case MLX5_OPCODE_RDMA_WRITE:
+	case MLX5_OPCODE_RDMA_WRITE_IMM:
+	case MLX5_OPCODE_RDMA_READ:
+		return do_rdma(x);
+	case MLX5_OPCODE_ATOMIC_CS:
+	case MLX5_OPCODE_ATOMIC_FA:
+		return do_atomic(x);
+	default:
+		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+	}
+}
+
+/* ---- send queue ---- */
+
+/* Copies the WQE at basic block ci into buf, wrapping; returns its BBs
+ * (0: the ds field is invalid). */
+static uint32_t wqe_fetch(struct zd_ms_shared *sh, struct zd_ms_qp *qp, uint32_t ci,
+			  uint8_t *buf, uint32_t *size)
+{
+	const uint8_t *sq = zd_ms_at(sh, qp->sq_off);
+	uint32_t mask = qp->sq_wqe_cnt - 1, ds, nbb;
+
+	memcpy(buf, sq + (uint64_t)(ci & mask) * MLX5_SEND_WQE_BB, MLX5_SEND_WQE_BB);
+	ds = rd_be32(buf + 4) & 0x3f;
+	if (!ds)
+		return 0;
+	nbb = (ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
+	for (uint32_t i = 1; i < nbb; i++)
+		memcpy(buf + i * MLX5_SEND_WQE_BB,
+		       sq + (uint64_t)((ci + i) & mask) * MLX5_SEND_WQE_BB, MLX5_SEND_WQE_BB);
+	*size = ds * 16;
+	return nbb;
+}
+
+static void shadow_put(struct zd_ms_qpe *e, uint16_t idx, uint32_t nbb, const uint8_t *w)
+{
+	struct zd_ms_shadow *s = &e->shadow[e->shadow_next++ % ZD_MS_SHADOWS];
+
+	s->valid = true;
+	s->idx = idx;
+	s->nbb = (uint16_t)nbb;
+	s->len = ZD_MIN(nbb * MLX5_SEND_WQE_BB, ZD_MS_BF_SIZE);
+	memcpy(s->b, w, s->len);
+}
+
+static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t pi)
+{
+	alignas(64) uint8_t buf[ZD_MS_MAX_WQE + MLX5_SEND_WQE_BB];
+	uint32_t ci = atomic_load(&qp->sq_ci), size;
+	bool work = false;
+
+	while (((pi - ci) & 0xffff) != 0) {
+		uint32_t nbb = wqe_fetch(nic->sh, qp, ci, buf, &size);
+		struct mlx5_cqe64 c;
+
+		if (!nbb || nbb > ((pi - ci) & 0xffff))
+			nbb = 1;
+		err_cqe(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn, (uint16_t)ci, 0);
+		cq_write(nic->sh, nic->size, qp->scqn, &c, false);
+		atomic_fetch_add(&nic->cnt_wqes, 1);
+		ci += nbb;
+		atomic_store(&qp->sq_ci, ci);
+		work = true;
+	}
+	return work;
+}
+
+static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
+{
+	bool work = false;
+
+	if (qp->srqn || !qp->rq_wqe_cnt)
+		return false;
+	for (;;) {
+		volatile __be32 *db = zd_ms_at(nic->sh, qp->db_off);
+		uint32_t c = atomic_load(&qp->rq_ci), posted = be32toh(db[MLX5_RCV_DBR]) & 0xffff;
+		struct mlx5_cqe64 cqe;
+
+		if (((posted - c) & 0xffff) == 0 || ((posted - c) & 0xffff) > qp->rq_wqe_cnt)
+			return work;
+		if (!atomic_compare_exchange_strong(&qp->rq_ci, &c, c + 1))
+			continue;
+		err_cqe(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c, 0);
+		cq_write(nic->sh, nic->size, qp->rcqn, &cqe, false);
+		work = true;
+	}
+}
+
+static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e,
+		   uint32_t pi)
+{
+	alignas(64) uint8_t buf[ZD_MS_MAX_WQE + MLX5_SEND_WQE_BB];
+	uint32_t ci = atomic_load(&qp->sq_ci), size = 0;
+	bool work = false;
+
+	while (((pi - ci) & 0xffff) != 0 && atomic_load(&qp->state) == ZD_MLX5SIM_QPS_RTS) {
+		uint32_t avail = (pi - ci) & 0xffff, nbb;
+		struct wqe_ctx x = { .nic = nic, .qp = qp, .e = e, .w = buf };
+		struct result r;
+		struct mlx5_cqe64 c;
+
+		if (avail > qp->sq_wqe_cnt) {
+			/* A doorbell record beyond the queue: the QP errs. */
+			set_err(qp);
+			break;
+		}
+		nbb = wqe_fetch(nic->sh, qp, ci, buf, &size);
+		if (!nbb || nbb > avail) {
+			nbb = 1;
+			r = fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+			x.opcode = buf[3];
+		} else {
+			x.size = size;
+			r = exec_wqe(&x, (uint16_t)ci);
+		}
+		if (r.status == R_RNR) {
+			if (!e->rnr)
+				atomic_fetch_add(&nic->cnt_rnr, 1);
+			e->rnr = true;
+			break;
+		}
+		e->rnr = false;
+		shadow_put(e, (uint16_t)ci, nbb, buf);
+		atomic_fetch_add(&nic->cnt_wqes, 1);
+		work = true;
+		if (r.status == R_OK) {
+			if (x.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
+				req_cqe(&c, qp->qpn, x.opcode, (uint16_t)ci, r.byte_cnt);
+				if (!cq_write(nic->sh, nic->size, qp->scqn, &c, false))
+					set_err(qp);
+			}
+		} else {
+			atomic_fetch_add(&nic->cnt_err, 1);
+			if (nic->debug)
+				fprintf(stderr, "zdapl: mlx5sim: qp %#x: WQE %u opcode %#x: syndrome "
+					"%#x%s\n", qp->qpn, ci & 0xffff, x.opcode, r.syndrome,
+					r.peer_err ? ", peer QP to error" : "");
+			if (r.peer_err && e->peer)
+				set_err(zd_ms_qp_ctx(e->peer->sh, e->peer_idx));
+			set_err(qp);
+			err_cqe(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
+			cq_write(nic->sh, nic->size, qp->scqn, &c, false);
+		}
+		ci += nbb;
+		atomic_store(&qp->sq_ci, ci);
+	}
+	return work;
+}
+
+/* ---- BlueFlame checks ---- */
+
+/*
+ * A change in the first 8 bytes of a BlueFlame half is a doorbell (8-byte
+ * or a full BlueFlame copy).  Order check: the writer stores the doorbell
+ * record, then (after its barrier) the BlueFlame bytes; we load the half,
+ * then (acquire) the record, so the record must already cover the WQE.
+ */
+static void bf_observe(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e)
+{
+	const uint8_t *bf = zd_ms_at(nic->sh, qp->uar_off + ZD_MS_BF_OFFSET);
+	volatile __be32 *db = zd_ms_at(nic->sh, qp->db_off);
+
+	for (int h = 0; h < 2; h++) {
+		uint64_t w = __atomic_load_n((const uint64_t *)(bf + h * ZD_MS_BF_SIZE),
+					     __ATOMIC_ACQUIRE);
+		uint32_t idx, pi;
+
+		if (w == e->bf_last[h])
+			continue;
+		e->bf_last[h] = w;
+		idx = (rd_be32(&w) >> 8) & 0xffff;
+		pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
+		if (((pi - idx) & 0xffff) == 0 || ((pi - idx) & 0xffff) > 0x8000) {
+			atomic_fetch_add(&nic->cnt_db_order, 1);
+			if (nic->debug)
+				fprintf(stderr, "zdapl: mlx5sim: qp %#x: doorbell for WQE %u before "
+					"its doorbell record (%u)\n", qp->qpn, idx, pi);
+		}
+		if (e->bf_pending[h])
+			e->bf_prev_unknown[h] = true;   /* the earlier write went unchecked */
+		e->bf_pending[h] = true;
+		e->bf_idx[h] = (uint16_t)idx;
+		e->bf_hist[h][e->bf_writes[h]++ % 4] = (uint16_t)idx;
+	}
+}
+
+/*
+ * Is bf_prev[h] what half h held just before the write of the WQE in
+ * shadow slot k?  The polling engine may miss writes, so only when it saw
+ * the doorbells on both sides of it: the previous write to h was the WQE
+ * two before (or none since reset) and the WQE one before rang the other
+ * half.  Otherwise a half that differs may be an 8-byte doorbell over an
+ * unseen copy, and is not counted.
+ */
+static bool bf_trusted(const struct zd_ms_qpe *e, int h, uint32_t k)
+{
+	uint32_t n = e->shadow_next, back;
+	uint16_t prev1, prev2;
+	bool seen = false;
+
+	if (e->bf_prev_unknown[h])
+		return false;
+	/* how far back from the newest shadow is slot k? */
+	back = (n - 1 - k) % ZD_MS_SHADOWS;
+	if (n - back == 1)                  /* the first WQE since reset */
+		return e->bf_writes[h] == 1;
+	if (n - back == 2)                  /* the second: first on its half */
+		return e->bf_writes[h] == 1 && e->bf_writes[!h] >= 1;
+	if (back + 2 >= ZD_MS_SHADOWS)
+		return false;
+	prev1 = e->shadow[(k + ZD_MS_SHADOWS - 1) % ZD_MS_SHADOWS].idx;
+	prev2 = e->shadow[(k + ZD_MS_SHADOWS - 2) % ZD_MS_SHADOWS].idx;
+	for (uint32_t i = 0; i < 4 && i < e->bf_writes[!h]; i++)
+		seen |= e->bf_hist[!h][i] == prev1;
+	return seen && e->bf_prev_idx[h] == prev2;
+}
+
+/*
+ * Copy check, once the writer has provably finished the copy: its doorbell
+ * record has moved past the WQE (the next post's record store follows the
+ * copy and its flush).  The half is read back to front, so a consistent
+ * snapshot is one whose first 8 bytes still name the WQE (the writer
+ * stores them first).  Bytes 8.. unchanged since the half's last snapshot
+ * mean an 8-byte doorbell; otherwise the copy must equal the WQE as we
+ * executed it.  After a write we could not check, the previous content is
+ * unknown: a copy that differs is then not counted (it may be a doorbell).
+ */
+static void bf_resolve(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e,
+		       bool final)
+{
+	const uint8_t *bf = zd_ms_at(nic->sh, qp->uar_off + ZD_MS_BF_OFFSET);
+	volatile __be32 *db = zd_ms_at(nic->sh, qp->db_off);
+
+	for (int h = 0; h < 2; h++) {
+		struct zd_ms_shadow *s = NULL;
+		alignas(8) uint8_t now[ZD_MS_BF_SIZE];
+		uint32_t pi, ci;
+		uint64_t w;
+		bool doorbell, same;
+
+		if (!e->bf_pending[h])
+			continue;
+		int k = -1;
+
+		for (int i = 0; i < ZD_MS_SHADOWS; i++)
+			if (e->shadow[i].valid && e->shadow[i].idx == e->bf_idx[h]) {
+				s = &e->shadow[i];
+				k = i;
+			}
+		if (!s) {
+			/* Not executed yet, or executed too long ago. */
+			ci = atomic_load(&qp->sq_ci);
+			if (final || (((ci - e->bf_idx[h]) & 0xffff) < 0x8000 && ci != e->bf_idx[h])) {
+				e->bf_pending[h] = false;
+				e->bf_prev_unknown[h] = true;
+			}
+			continue;
+		}
+		pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
+		if (!final && ((pi - s->idx) & 0xffff) <= s->nbb)
+			continue;
+		for (uint32_t i = ZD_MS_BF_SIZE - 8; i >= 8; i -= 8)
+			__atomic_load((const uint64_t *)(bf + h * ZD_MS_BF_SIZE + i),
+				      (uint64_t *)(now + i), __ATOMIC_RELAXED);
+		atomic_thread_fence(memory_order_acquire);
+		w = __atomic_load_n((const uint64_t *)(bf + h * ZD_MS_BF_SIZE), __ATOMIC_RELAXED);
+		e->bf_pending[h] = false;
+		if (w != e->bf_last[h]) {
+			e->bf_prev_unknown[h] = true;   /* rewritten meanwhile */
+			continue;
+		}
+		memcpy(now, &w, 8);
+		doorbell = memcmp(now + 8, e->bf_prev[h] + 8, s->len - 8) == 0;
+		same = memcmp(now, s->b, s->len) == 0;
+		if (same || (!doorbell && bf_trusted(e, h, (uint32_t)k))) {
+			atomic_fetch_add(&nic->cnt_bf_checked, 1);
+			if (!same) {
+				atomic_fetch_add(&nic->cnt_bf_mismatch, 1);
+				if (nic->debug)
+					fprintf(stderr, "zdapl: mlx5sim: qp %#x: BlueFlame copy of WQE %u "
+						"differs from the SQ\n", qp->qpn, s->idx);
+			}
+		}
+		memcpy(e->bf_prev[h], now, ZD_MS_BF_SIZE);
+		e->bf_prev_unknown[h] = false;
+		e->bf_prev_idx[h] = s->idx;
+	}
+}
+
+/* ---- the engine ---- */
+
+static bool qp_pass(struct zd_mlx5sim_nic *nic, uint32_t i)
+{
+	struct zd_ms_qp *qp = zd_ms_qp_ctx(nic->sh, i);
+	struct zd_ms_qpe *e = &nic->qpe[i];
+	uint32_t st = atomic_load_explicit(&qp->state, memory_order_acquire), pi;
+	volatile __be32 *db;
+	bool work = false;
+
+	if (st == ZD_MS_QP_FREE || st == ZD_MLX5SIM_QPS_RESET)
+		return false;
+	db = zd_ms_at(nic->sh, qp->db_off);
+	bf_observe(nic, qp, e);
+	pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
+	/* acquire: the WQEs were written before the doorbell record. */
+	atomic_thread_fence(memory_order_acquire);
+	if (st == ZD_MLX5SIM_QPS_RTS)
+		work = sq_run(nic, qp, e, pi);
+	if (atomic_load(&qp->state) == ZD_MLX5SIM_QPS_ERR) {
+		work |= sq_flush(nic, qp, pi);
+		work |= rq_flush(nic, qp);
+	}
+	bf_resolve(nic, qp, e, false);
+	return work;
+}
+
+void zd_ms_qp_bf_final(struct zd_mlx5sim_nic *nic, uint32_t i)
+{
+	struct zd_ms_qp *qp = zd_ms_qp_ctx(nic->sh, i);
+
+	bf_observe(nic, qp, &nic->qpe[i]);
+	bf_resolve(nic, qp, &nic->qpe[i], true);
+}
+
+void *zd_ms_engine_main(void *arg)
+{
+	struct zd_mlx5sim_nic *nic = arg;
+	struct zd_ms_shared *sh = nic->sh;
+	uint32_t idle = 0;
+	long sleep_ns = 1000;
+
+	while (!atomic_load_explicit(&nic->stop, memory_order_relaxed)) {
+		bool work = false;
+
+		pthread_mutex_lock(&nic->lock);
+		for (uint32_t i = 0; i < sh->max_cq; i++) {
+			struct zd_ms_cq *cq = zd_ms_cq_ctx(sh, i);
+
+			if (atomic_load_explicit(&cq->live, memory_order_acquire))
+				work |= arm_cq(sh, cq);
+		}
+		for (uint32_t i = 0; i < sh->max_qp; i++)
+			work |= qp_pass(nic, i);
+		pthread_mutex_unlock(&nic->lock);
+		if (work) {
+			idle = 0;
+			sleep_ns = 1000;
+			continue;
+		}
+		if (++idle < SPIN_PASSES) {
+			cpu_relax();
+			continue;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = sleep_ns }, NULL);
+		sleep_ns = ZD_MIN(sleep_ns * 2, SLEEP_MAX_NS);
+	}
+	/* Last look at the BlueFlame copies: the writers are done. */
+	pthread_mutex_lock(&nic->lock);
+	for (uint32_t i = 0; i < sh->max_qp; i++) {
+		struct zd_ms_qp *qp = zd_ms_qp_ctx(sh, i);
+
+		if (atomic_load(&qp->state) != ZD_MS_QP_FREE)
+			zd_ms_qp_bf_final(nic, i);
+	}
+	pthread_mutex_unlock(&nic->lock);
+	return NULL;
+}

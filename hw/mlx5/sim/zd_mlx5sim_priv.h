@@ -1,0 +1,257 @@
+/*
+ * Private header of the software mlx5 device.
+ *
+ * Model: "the initiator executes".  Each NIC owns one sealed memfd region:
+ * a header (event word, fired-CQ bitmap, statistics), the MR table, the
+ * chunk table, the QP, CQ and SRQ contexts and a page arena from which all
+ * queue memory (SQ/RQ/SRQ buffers, doorbell records, CQ buffers, UAR pages)
+ * is carved.  A peer maps the whole region once (pidfd_getfd), so every
+ * offset below is relative to the region base.
+ *
+ * The engine thread of a NIC executes the WQEs of its own QPs: it gathers
+ * from its own process's memory and writes straight into the peer's
+ * (mapping of the peer's chunk, memcpy in one process, else
+ * process_vm_writev/readv), consumes the peer's RQ or SRQ WQEs and writes
+ * the peer's receive CQEs itself.  The target never runs.  Indices other
+ * engines may race on (CQ producer, RQ consumer, SRQ head) are claimed with
+ * compare-and-swap.  Everything a peer wrote is untrusted: masked, bounds
+ * checked.  Tearing down a QP while its peer still sends is a user error
+ * the model survives (it never dereferences outside the mapped region) but
+ * does not make meaningful, as on hardware.
+ *
+ * Pages: a QP's page holds its doorbell records (be32 [MLX5_RCV_DBR],
+ * [MLX5_SND_DBR]) at 0 and its UAR BlueFlame halves at 0x800 and 0x900; a
+ * CQ's page is its UAR (arm doorbell at MLX5_CQ_DOORBELL) with its doorbell
+ * record at 0x40.  The engine consumes an arm doorbell by swapping it to 0.
+ * Atomics on a peer's chunk memory are CPU atomics through the mapping;
+ * on other memory they run under the target NIC's atomic_lock.
+ */
+#ifndef ZD_MLX5SIM_PRIV_H
+#define ZD_MLX5SIM_PRIV_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/zd_compiler.h"
+#include "hw/mlx5/sim/zd_mlx5sim.h"
+
+#define ZD_MS_MAGIC        0x7a646d6c78356e31ull   /* "zdmlx5n1" */
+#define ZD_MS_ADDR_MAGIC   0x6d6c7835u
+#define ZD_MS_PAGE         4096u
+#define ZD_MS_QPN_BASE     0x100u                  /* qpn = QPN_BASE + index */
+#define ZD_MS_BF_OFFSET    0x800u                  /* BlueFlame in a UAR page */
+#define ZD_MS_BF_SIZE      256u                    /* per half; two halves */
+#define ZD_MS_MAX_WQE      (63 * 16)               /* ds is 6 bits */
+#define ZD_MS_MAX_SGE      32
+#define ZD_MS_CHUNKS       256
+#define ZD_MS_NO_CHUNK     UINT32_MAX
+
+/* ---- shared layouts ---- */
+
+struct zd_ms_mr {               /* seqlock: seq odd while rewritten */
+	_Atomic uint32_t seq;
+	_Atomic uint32_t key;       /* 0: free */
+	_Atomic uint32_t access;
+	_Atomic uint32_t pdn;
+	_Atomic uint64_t addr;
+	_Atomic uint64_t len;
+	_Atomic uint32_t chunk;     /* chunk slot holding the range, or NO_CHUNK */
+	uint32_t pad;
+};
+
+struct zd_ms_chunk {            /* seqlock as above */
+	_Atomic uint32_t seq;
+	_Atomic uint32_t id;        /* 0: free */
+	_Atomic int32_t fd;         /* in the owner */
+	uint32_t pad;
+	_Atomic uint64_t base;
+	_Atomic uint64_t len;
+};
+
+struct zd_ms_cq {
+	_Atomic uint32_t live;
+	uint32_t cqn;
+	uint32_t cqe_cnt;
+	uint32_t pad;
+	uint64_t buf_off, db_off, uar_off;
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t prod;     /* CQEs claimed (CAS) */
+	_Atomic uint32_t error;                          /* overrun */
+	_Atomic uint32_t armed;                          /* 0, 1: any, 2: solicited */
+	_Atomic uint32_t arm_ci;                         /* consumer index at arming */
+	_Atomic uint32_t events;
+	_Atomic uint32_t users;                          /* QPs attached */
+} ZD_CACHE_ALIGNED;
+
+struct zd_ms_srq {
+	_Atomic uint32_t live;
+	uint32_t srqn, pdn;
+	uint32_t wqe_cnt, stride;
+	uint32_t pad;
+	uint64_t buf_off, db_off;
+	/* head WQE index (low 16) | WQEs consumed (high 32), CAS by consumers */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t hw;
+	_Atomic uint32_t users;
+} ZD_CACHE_ALIGNED;
+
+struct zd_ms_qp {
+	_Atomic uint32_t state;     /* enum zd_mlx5sim_qp_state; UINT32_MAX: free */
+	uint32_t qpn, pdn;
+	uint32_t scqn, rcqn, srqn;
+	uint32_t sq_wqe_cnt, rq_wqe_cnt, rq_stride;
+	uint32_t pad;
+	uint64_t sq_off, rq_off, db_off, uar_off;
+	_Atomic uint64_t peer_uid;
+	_Atomic uint32_t peer_qpn;
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t rq_ci;    /* receives claimed (CAS) */
+	_Atomic uint32_t sq_ci;                          /* BBs executed (engine) */
+} ZD_CACHE_ALIGNED;
+
+#define ZD_MS_QP_FREE UINT32_MAX
+
+struct zd_ms_shared {
+	_Atomic uint64_t magic;
+	uint64_t uid;
+	uint64_t size;
+	int32_t pid;
+	uint32_t max_qp, max_cq, max_srq, max_mr;
+	uint32_t arena_pages;
+	uint64_t qp_off, cq_off, srq_off, mr_off, chunk_off, fired_off, arena_off;
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t event;   /* futex word */
+	_Atomic uint32_t atomic_lock;    /* serialises process_vm atomics on us */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t cnt_cqes, cnt_overrun, cnt_events;
+};
+
+/* ---- process-private state ---- */
+
+struct zd_ms_chunk_map {
+	uint32_t id;
+	void *base;
+	size_t len;
+	uint64_t remote_base;
+};
+
+/* A NIC whose region we mapped (possibly our own). */
+struct zd_ms_peer {
+	struct zd_ms_peer *next;
+	unsigned refs;
+	pid_t pid;
+	bool self_proc;              /* same process: addresses are ours */
+	int pidfd;
+	uint64_t uid;
+	struct zd_ms_shared *sh;
+	size_t size;
+	bool own;                    /* our own region: do not unmap */
+	struct zd_ms_chunk_map chunks[ZD_MS_CHUNKS];
+	pthread_mutex_t map_lock;
+};
+
+/* A WQE as the engine executed it, for the BlueFlame copy check. */
+struct zd_ms_shadow {
+	bool valid;
+	uint16_t idx;                /* its first basic block */
+	uint16_t nbb;
+	uint32_t len;                /* bytes a BlueFlame copy carries (<= BF_SIZE) */
+	uint8_t b[ZD_MS_BF_SIZE];
+};
+
+#define ZD_MS_SHADOWS 8
+
+/* Engine-side state of one of our QPs. */
+struct zd_ms_qpe {
+	struct zd_ms_peer *peer;
+	uint32_t peer_idx;
+	bool rnr;                          /* head WQE waits for a receive */
+	uint64_t bf_last[2];               /* first 8 bytes last seen in each half */
+	bool bf_pending[2];
+	uint16_t bf_idx[2];
+	uint8_t bf_prev[2][ZD_MS_BF_SIZE]; /* each half after its last check */
+	bool bf_prev_unknown[2];           /* a write to it went unchecked */
+	uint16_t bf_prev_idx[2];           /* the write bf_prev shows */
+	uint32_t bf_writes[2];             /* writes observed since reset */
+	uint16_t bf_hist[2][4];            /* recent indices observed per half */
+	struct zd_ms_shadow shadow[ZD_MS_SHADOWS];
+	uint32_t shadow_next;             /* shadows written since reset */
+};
+
+struct zd_mlx5sim_nic {
+	struct zd_ms_shared *sh;
+	int fd;
+	size_t size;
+	pthread_mutex_t lock;       /* control path; the engine holds it per pass */
+	uint8_t *pages;             /* arena page map: 0 free, 1 used */
+	uint32_t next_tag;
+	uint32_t pd_used[64];       /* PDs in use: refcounts + 1 (0: free) */
+	struct zd_ms_qpe *qpe;      /* max_qp */
+	void **cq_user;             /* max_cq: cq_create's user pointers */
+	_Atomic uint32_t kicked;
+	struct zd_ms_peer *peers;
+	struct zd_ms_peer self;
+	pthread_t engine;
+	_Atomic bool stop;
+	bool debug;                 /* ZDAPL_MLX5SIM_DEBUG=1: errors on stderr */
+	_Atomic uint64_t cnt_wqes, cnt_rnr, cnt_err, cnt_bf_checked, cnt_bf_mismatch,
+		cnt_db_order;
+};
+
+/* Layout accessors (work on any mapped region). */
+static inline void *zd_ms_at(struct zd_ms_shared *sh, uint64_t off)
+{
+	return (char *)sh + off;
+}
+static inline struct zd_ms_qp *zd_ms_qp_ctx(struct zd_ms_shared *sh, uint32_t i)
+{
+	return (struct zd_ms_qp *)zd_ms_at(sh, sh->qp_off) + i;
+}
+static inline struct zd_ms_cq *zd_ms_cq_ctx(struct zd_ms_shared *sh, uint32_t i)
+{
+	return (struct zd_ms_cq *)zd_ms_at(sh, sh->cq_off) + i;
+}
+static inline struct zd_ms_srq *zd_ms_srq_ctx(struct zd_ms_shared *sh, uint32_t i)
+{
+	return (struct zd_ms_srq *)zd_ms_at(sh, sh->srq_off) + i;
+}
+static inline struct zd_ms_mr *zd_ms_mr_ctx(struct zd_ms_shared *sh, uint32_t i)
+{
+	return (struct zd_ms_mr *)zd_ms_at(sh, sh->mr_off) + i;
+}
+static inline struct zd_ms_chunk *zd_ms_chunk_ctx(struct zd_ms_shared *sh, uint32_t i)
+{
+	return (struct zd_ms_chunk *)zd_ms_at(sh, sh->chunk_off) + i;
+}
+static inline _Atomic uint64_t *zd_ms_fired(struct zd_ms_shared *sh)
+{
+	return zd_ms_at(sh, sh->fired_off);
+}
+
+/* A valid [off, off + len) inside a region of size sz? */
+static inline bool zd_ms_in(const struct zd_ms_shared *sh, size_t sz, uint64_t off, uint64_t len)
+{
+	return off >= sh->arena_off && off <= sz && len <= sz - off;
+}
+
+/* Peers (zd_mlx5sim_nic.c). */
+struct zd_ms_peer *zd_ms_peer_get(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_addr *a);
+void zd_ms_peer_put(struct zd_mlx5sim_nic *nic, struct zd_ms_peer *p);
+
+/* MR lookup: copies a consistent entry; false if the key is unknown. */
+struct zd_ms_mr_view {
+	uint32_t access, pdn, chunk;
+	uint64_t addr, len;
+};
+bool zd_ms_mr_read(struct zd_ms_shared *sh, uint32_t key, struct zd_ms_mr_view *v);
+
+/* Pointer to [addr, addr + len) of the peer's memory if reachable by
+ * load/store (same process or a mapped chunk), else NULL. */
+void *zd_ms_peer_ptr(struct zd_ms_peer *p, uint32_t chunk, uint64_t addr, uint64_t len);
+
+/* Engine (zd_mlx5sim_engine.c). */
+void *zd_ms_engine_main(void *arg);
+/* Under nic->lock: the last BlueFlame checks of a QP (writer done). */
+void zd_ms_qp_bf_final(struct zd_mlx5sim_nic *nic, uint32_t i);
+void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
+
+#endif /* ZD_MLX5SIM_PRIV_H */
