@@ -19,8 +19,16 @@ void zd_device_register(const struct zd_device_ops *ops)
 
 const struct zd_device_ops *zd_device_find(const char *name)
 {
-	for (int i = 0; i < ZD_MAX_DEVICES && devices[i]; i++)
-		if (strcmp(devices[i]->name, name) == 0)
+	for (int i = 0; i < ZD_MAX_DEVICES && devices[i]; i++) {
+		const char *d = devices[i]->name;
+		size_t len = strlen(d);
+
+		if (strcmp(d, name) == 0)
 			return devices[i];
+		/* "prefix*": hardware devices named by index (mlx5_0, ...). */
+		if (len > 1 && d[len - 1] == '*' && strncmp(d, name, len - 1) == 0 &&
+		    name[len - 1] != '\0')
+			return devices[i];
+	}
 	return NULL;
 }

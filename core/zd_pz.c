@@ -14,6 +14,14 @@ DAT_RETURN zd_pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_handle)
 	pz = zd_obj_alloc(ZD_OBJ_PZ, sizeof(*pz), ia);
 	if (!pz)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	if (ia->dev->pz_create) {
+		DAT_RETURN ret = ia->dev->pz_create(pz);
+
+		if (ret != DAT_SUCCESS) {
+			zd_obj_release(pz);
+			return ret;
+		}
+	}
 	zd_ia_add_child(ia, &pz->obj);
 	*pz_handle = pz;
 	return DAT_SUCCESS;
@@ -32,6 +40,8 @@ DAT_RETURN zd_pz_query(DAT_PZ_HANDLE pz_handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_P
 
 void zd_pz_destroy(struct zd_obj *o)
 {
+	if (o->ia->dev->pz_destroy)
+		o->ia->dev->pz_destroy((struct zd_pz *)o);
 	zd_ia_del_child(o->ia, o);
 	zd_obj_release(o);
 }

@@ -1,0 +1,46 @@
+/*
+ * Barriers between the CPU and an mlx5 device (DMA memory and the UAR/
+ * BlueFlame MMIO page).  rdma-core keeps its udma_barrier.h private, so
+ * zdapl names the same five orderings itself, for x86-64 and arm64:
+ *
+ *  zd_udma_to_device_barrier()   stores to DMA memory (WQEs, doorbell
+ *                                records) are visible to the device before
+ *                                later stores (the doorbell record, MMIO).
+ *  zd_udma_from_device_barrier() loads of DMA memory after a load that saw
+ *                                the device's "valid" mark (CQE owner bit)
+ *                                return data at least as new as the mark.
+ *  zd_udma_ci_barrier()          loads of a CQE are done before the store
+ *                                that hands its slot back (consumer index).
+ *  zd_mmio_wc_start()            earlier stores (doorbell record) reach the
+ *                                device before write-combining MMIO stores
+ *                                that follow (the BlueFlame copy).
+ *  zd_mmio_flush_writes()        write-combining buffers are flushed now,
+ *                                as one burst, and not merged with later
+ *                                WC stores.
+ *
+ * x86-64 is TSO for write-back memory, so the DMA barriers are compiler
+ * barriers (lfence for reads, to keep loads after the owner bit from being
+ * satisfied early); WC stores are weakly ordered, hence sfence.  arm64
+ * needs real barriers to the outer-shareable domain (devices).
+ */
+#ifndef ZD_MLX5_BARRIER_H
+#define ZD_MLX5_BARRIER_H
+
+#if defined(__x86_64__)
+#define zd_udma_to_device_barrier()   __asm__ volatile("" ::: "memory")
+#define zd_udma_from_device_barrier() __asm__ volatile("lfence" ::: "memory")
+#define zd_udma_ci_barrier()          __asm__ volatile("" ::: "memory")
+#define zd_mmio_flush_writes()        __asm__ volatile("sfence" ::: "memory")
+#define zd_mmio_wc_start()            zd_mmio_flush_writes()
+#elif defined(__aarch64__)
+#define zd_udma_to_device_barrier()   __asm__ volatile("dmb oshst" ::: "memory")
+#define zd_udma_from_device_barrier() __asm__ volatile("dmb oshld" ::: "memory")
+/* loads before a store: only a full barrier orders that on arm64 */
+#define zd_udma_ci_barrier()          __asm__ volatile("dmb osh" ::: "memory")
+#define zd_mmio_flush_writes()        __asm__ volatile("dsb st" ::: "memory")
+#define zd_mmio_wc_start()            zd_mmio_flush_writes()
+#else
+#error "zd_mlx5_barrier.h: barriers defined for x86-64 and arm64 only"
+#endif
+
+#endif /* ZD_MLX5_BARRIER_H */

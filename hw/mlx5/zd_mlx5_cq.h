@@ -1,0 +1,166 @@
+/*
+ * Completion queue of the mlx5 data path: CQEs read by owner bit, parsed,
+ * error syndromes mapped to DAT statuses, consumer index and arming.
+ *
+ * Ownership: the CQ is a ring of cqe_cnt (a power of two) CQEs; on pass p
+ * over the ring (p = ci / cqe_cnt) the device writes owner bit p & 1, so a
+ * CQE is ours when its owner bit equals that parity and its opcode is not
+ * MLX5_CQE_INVALID (the value every CQE is created with).  Only after that
+ * load may the rest of the CQE be read (zd_udma_from_device_barrier).
+ *
+ * Threads: one poller at a time per CQ (the EVD's consumer); the arm
+ * sequence number is also moved by the thread that takes completion
+ * events.
+ */
+#ifndef ZD_MLX5_CQ_H
+#define ZD_MLX5_CQ_H
+
+#include <endian.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <dat2/udat.h>
+
+#include "core/zd_compiler.h"
+#include "hw/mlx5/zd_mlx5_barrier.h"
+#include "hw/mlx5/zd_mlx5_queue.h"
+
+struct zd_mlx5_cq {
+	uint8_t *buf;
+	uint32_t cqe_cnt;
+	uint32_t mask;
+	uint32_t cqe_shift;           /* log2(cqe_size) */
+	uint32_t cqe64_off;           /* cqe_size - 64: struct mlx5_cqe64 ends the CQE */
+	uint32_t ci;                  /* consumer index (free-running) */
+	uint32_t cqn;
+	volatile __be32 *dbrec;
+	uint8_t *uar;
+	_Atomic uint32_t arm_sn;      /* completion events taken so far */
+};
+
+/* zd_mlx5_queue.c: 0 or -EINVAL (sizes not powers of two, cqe_size < 64). */
+int zd_mlx5_cq_init(struct zd_mlx5_cq *cq, const struct zd_mlx5_cq_desc *d);
+
+/* The next CQE if the device handed it over, else NULL. */
+static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next(const struct zd_mlx5_cq *cq)
+{
+	struct mlx5_cqe64 *cqe = (void *)(cq->buf + ((size_t)(cq->ci & cq->mask) << cq->cqe_shift) +
+					  cq->cqe64_off);
+	uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+
+	if ((op_own >> 4) == MLX5_CQE_INVALID ||
+	    (op_own & MLX5_CQE_OWNER_MASK) != !!(cq->ci & cq->cqe_cnt))
+		return NULL;
+	/* The owner bit is read before the rest of the CQE. */
+	zd_udma_from_device_barrier();
+	return cqe;
+}
+
+/* Hands every CQE before ci back to the device. */
+static ZD_ALWAYS_INLINE void zd_mlx5_cq_update_ci(struct zd_mlx5_cq *cq)
+{
+	/* Our reads of the CQEs are done before the device may reuse them. */
+	zd_udma_ci_barrier();
+	cq->dbrec[ZD_MLX5_CQ_SET_CI] = htobe32(cq->ci & 0xffffff);
+}
+
+/* What a DAT completion needs from one CQE. */
+struct zd_mlx5_cqe_info {
+	uint32_t qpn;
+	uint32_t byte_cnt;
+	uint32_t srqn;
+	uint16_t wqe_counter;
+	uint8_t opcode;               /* MLX5_CQE_* */
+	uint8_t syndrome;             /* error CQEs */
+	uint8_t vendor_syndrome;
+	bool requester;               /* the send queue's WQE (REQ, REQ_ERR) */
+	bool error;
+};
+
+static ZD_ALWAYS_INLINE void zd_mlx5_cqe_parse(const struct mlx5_cqe64 *cqe,
+					       struct zd_mlx5_cqe_info *ci)
+{
+	uint8_t op = cqe->op_own >> 4;
+
+	ci->opcode = op;
+	ci->qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+	ci->wqe_counter = be16toh(cqe->wqe_counter);
+	ci->byte_cnt = be32toh(cqe->byte_cnt);
+	ci->srqn = be32toh(cqe->srqn_uidx) & 0xffffff;
+	ci->requester = op == MLX5_CQE_REQ || op == MLX5_CQE_REQ_ERR;
+	ci->error = op == MLX5_CQE_REQ_ERR || op == MLX5_CQE_RESP_ERR;
+	ci->syndrome = 0;
+	ci->vendor_syndrome = 0;
+	if (ZD_UNLIKELY(ci->error)) {
+		const struct mlx5_err_cqe *e = (const void *)cqe;
+
+		ci->syndrome = e->syndrome;
+		ci->vendor_syndrome = e->vendor_err_synd;
+		ci->qpn = be32toh(e->s_wqe_opcode_qpn) & 0xffffff;
+		ci->srqn = be32toh(e->srqn) & 0xffffff;
+	}
+}
+
+/* Error syndrome -> DAT DTO status (as verbs maps them to ibv_wc_status
+ * and dapl maps those). */
+static inline DAT_DTO_COMPLETION_STATUS zd_mlx5_syndrome_status(uint8_t syndrome)
+{
+	switch (syndrome) {
+	case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
+		return DAT_DTO_ERR_FLUSHED;
+	case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
+		return DAT_DTO_ERR_LOCAL_LENGTH;
+	case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
+		return DAT_DTO_ERR_LOCAL_EP;
+	case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
+	case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
+		return DAT_DTO_ERR_LOCAL_PROTECTION;
+	case MLX5_CQE_SYNDROME_MW_BIND_ERR:
+		return DAT_RMR_OPERATION_FAILED;
+	case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
+		return DAT_DTO_ERR_BAD_RESPONSE;
+	case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
+		return DAT_DTO_ERR_REMOTE_ACCESS;
+	case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
+	case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
+	case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR:
+		return DAT_DTO_ERR_REMOTE_RESPONDER;
+	case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR:
+		return DAT_DTO_ERR_TRANSPORT;
+	case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR:
+		return DAT_DTO_ERR_RECEIVER_NOT_READY;
+	default:
+		return DAT_DTO_ERR_TRANSPORT;
+	}
+}
+
+/* Requests a completion event for the next CQE (or the next solicited
+ * one) at or after ci: the arm word goes to the doorbell record, then with
+ * the CQN as one 64-bit store to the UAR.  Normally the consumer arms (ci
+ * is its own); a CNO waiter may arm from another thread, and a stale ci
+ * then only makes the event come early. */
+static inline void zd_mlx5_cq_arm(struct zd_mlx5_cq *cq, bool solicited)
+{
+	uint32_t sn = atomic_load_explicit(&cq->arm_sn, memory_order_relaxed) & 3;
+	uint32_t v = sn << 28 | (solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT) |
+		     (__atomic_load_n(&cq->ci, __ATOMIC_RELAXED) & 0xffffff);
+	__be32 w[2] = { htobe32(v), htobe32(cq->cqn) };
+	uint64_t db;
+
+	cq->dbrec[ZD_MLX5_CQ_ARM_DB] = w[0];
+	/* Doorbell record before the UAR write. */
+	zd_mmio_wc_start();
+	memcpy(&db, w, sizeof(db));
+	*(volatile uint64_t *)(cq->uar + ZD_MLX5_CQ_UAR_DB) = db;
+	zd_mmio_flush_writes();
+}
+
+/* The event thread took a completion event of this CQ: the next arm
+ * carries the next sequence number. */
+static inline void zd_mlx5_cq_event(struct zd_mlx5_cq *cq)
+{
+	atomic_fetch_add_explicit(&cq->arm_sn, 1, memory_order_relaxed);
+}
+
+#endif /* ZD_MLX5_CQ_H */

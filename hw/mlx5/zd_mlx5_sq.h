@@ -1,0 +1,379 @@
+/*
+ * Send queue of an mlx5 RC QP, driven directly: WQE builders in the
+ * formats of <infiniband/mlx5dv.h>, per-WQE bookkeeping, and the doorbell
+ * (doorbell record, then BlueFlame or the 8-byte doorbell).
+ *
+ * A WQE is a run of 16-byte segments (ctrl, [raddr], [atomic], data or
+ * inline) in 64-byte basic blocks (WQEBBs).  The buffer is a ring of
+ * wqe_cnt WQEBBs; a WQE that reaches the end of the buffer continues at
+ * its start (segments are 16-aligned, so none straddles the end; inline
+ * data may, and is copied in two pieces).
+ *
+ * Bookkeeping: wr[] is indexed by the WQEBB index of a WQE's first block,
+ * which is exactly the CQE's wqe_counter, so a completion finds its cookie
+ * with a mask.  A CQE for WQE w retires w and every unsignaled WQE before
+ * it: ci = wqe_counter + wr[w].nbb.
+ *
+ * Threads: one poster per SQ (pi, unsig, the buffer, wr[] writes); the CQ
+ * poller writes ci and reads wr[] of WQEs the device completed.
+ */
+#ifndef ZD_MLX5_SQ_H
+#define ZD_MLX5_SQ_H
+
+#include <endian.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <dat2/udat.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#include "core/zd_compiler.h"
+#include "hw/mlx5/zd_mlx5_barrier.h"
+#include "hw/mlx5/zd_mlx5_queue.h"
+
+/* zd_mlx5_sq_wr.flags */
+#define ZD_MLX5_WR_EVENT    0x1   /* report a DAT event on success */
+#define ZD_MLX5_WR_SIGNALED 0x2   /* posted with CQ_UPDATE */
+
+/* Largest WQE: ds is 6 bits of 16-byte units. */
+#define ZD_MLX5_MAX_DS      63
+
+struct zd_mlx5_sq_wr {
+	DAT_DTO_COOKIE cookie;
+	uint32_t len;                 /* bytes, for the DAT event */
+	uint8_t op;                   /* DAT_DTOS */
+	uint8_t nbb;                  /* WQEBBs of this WQE */
+	uint8_t flags;                /* ZD_MLX5_WR_* */
+	uint8_t pad;
+};
+
+struct zd_mlx5_sq {
+	/* poster */
+	uint8_t *buf;
+	uint8_t *end;                 /* buf + wqe_cnt * 64 */
+	uint32_t pi;                  /* next WQEBB (free-running) */
+	uint32_t wqe_cnt;
+	uint32_t mask;                /* wqe_cnt - 1 */
+	uint32_t qpn8;                /* qpn << 8, for qpn_ds */
+	volatile __be32 *dbrec;
+	uint8_t *bf_reg;
+	uint32_t bf_size;
+	uint32_t bf_off;              /* toggles 0 <-> bf_size */
+	uint32_t max_inline;          /* 0: never inline */
+	uint32_t unsig;               /* unsignaled WQEs since the last signaled */
+	uint32_t unsig_max;           /* force CQ_UPDATE after this many */
+	struct zd_mlx5_sq_wr *wr;     /* wqe_cnt entries */
+	/* poller: WQEBBs before ci are free again */
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t ci;
+};
+
+/* zd_mlx5_queue.c: fills @sq from @d (allocates wr[]); 0 or -errno. */
+int zd_mlx5_sq_init(struct zd_mlx5_sq *sq, const struct zd_mlx5_sq_desc *d, uint32_t max_inline);
+void zd_mlx5_sq_fini(struct zd_mlx5_sq *sq);
+
+/* ---- segment builders ---------------------------------------------------- */
+
+static ZD_ALWAYS_INLINE void *zd_mlx5_sq_bb(const struct zd_mlx5_sq *sq, uint32_t idx)
+{
+	return sq->buf + ((size_t)(idx & sq->mask) << MLX5_SEND_WQE_SHIFT);
+}
+
+/* The 16-byte segment after @seg, wrapping at the end of the buffer. */
+static ZD_ALWAYS_INLINE void *zd_mlx5_sq_next_seg(const struct zd_mlx5_sq *sq, void *seg)
+{
+	uint8_t *p = (uint8_t *)seg + 16;
+
+	return ZD_UNLIKELY(p == sq->end) ? sq->buf : p;
+}
+
+static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl(struct mlx5_wqe_ctrl_seg *c, uint32_t pi,
+					      uint8_t opcode, uint32_t qpn8, uint32_t ds,
+					      uint8_t fm_ce_se, uint32_t imm)
+{
+	c->opmod_idx_opcode = htobe32((pi & 0xffff) << 8 | opcode);
+	c->qpn_ds = htobe32(qpn8 | ds);
+	c->signature = 0;
+	c->dci_stream_channel_id = 0;   /* reserved on RC */
+	c->fm_ce_se = fm_ce_se;
+	c->imm = imm;
+}
+
+static ZD_ALWAYS_INLINE void zd_mlx5_set_raddr(struct mlx5_wqe_raddr_seg *r, uint64_t raddr,
+					       uint32_t rkey)
+{
+	r->raddr = htobe64(raddr);
+	r->rkey = htobe32(rkey);
+	r->reserved = 0;
+}
+
+static ZD_ALWAYS_INLINE void zd_mlx5_set_dseg(struct mlx5_wqe_data_seg *d, uint64_t addr,
+					      uint32_t len, uint32_t lkey)
+{
+	d->byte_count = htobe32(len);
+	d->lkey = htobe32(lkey);
+	d->addr = htobe64(addr);
+}
+
+static ZD_ALWAYS_INLINE void zd_mlx5_set_atomic(struct mlx5_wqe_atomic_seg *a, uint64_t swap_add,
+						uint64_t compare)
+{
+	a->swap_add = htobe64(swap_add);
+	a->compare = htobe64(compare);
+}
+
+/* Copies @len bytes to @dst inside the SQ, continuing at the start of the
+ * buffer at its end; returns the byte after the copy. */
+static ZD_ALWAYS_INLINE uint8_t *zd_mlx5_sq_copy(const struct zd_mlx5_sq *sq, uint8_t *dst,
+						 const void *src, size_t len)
+{
+	size_t room = (size_t)(sq->end - dst);
+
+	/* Small messages (the latency case): two overlapping word copies
+	 * instead of a call. */
+	if (ZD_LIKELY(len >= 8 && len <= 16 && len < room)) {
+		uint64_t a, b;
+
+		memcpy(&a, src, 8);
+		memcpy(&b, (const uint8_t *)src + len - 8, 8);
+		memcpy(dst, &a, 8);
+		memcpy(dst + len - 8, &b, 8);
+		return dst + len;
+	}
+	if (ZD_UNLIKELY(len >= room)) {
+		memcpy(dst, src, room);
+		src = (const uint8_t *)src + room;
+		len -= room;
+		dst = sq->buf;
+	}
+	memcpy(dst, src, len);
+	return dst + len;
+}
+
+/* DAT completion flags -> fm_ce_se.  @event: the DTO wants a completion
+ * event; the caller may also force CQ_UPDATE (moderation). */
+static ZD_ALWAYS_INLINE uint8_t zd_mlx5_fm_ce_se(DAT_COMPLETION_FLAGS flags, bool signaled,
+						 bool solicited_ok)
+{
+	uint8_t f = signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+
+	if (solicited_ok && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG))
+		f |= MLX5_WQE_CTRL_SOLICITED;
+	if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+		f |= MLX5_WQE_CTRL_FENCE;
+	return f;
+}
+
+/* Does a DTO with these flags want a DAT event when it succeeds?  DAT:
+ * SUPPRESS always hides it; UNSIGNALLED hides it on an EP created with
+ * request_completion_flags UNSIGNALLED. */
+static ZD_ALWAYS_INLINE bool zd_mlx5_wants_event(DAT_COMPLETION_FLAGS flags,
+						 DAT_COMPLETION_FLAGS ep_req_flags)
+{
+	return !((flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
+		 ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+		  (ep_req_flags & DAT_COMPLETION_UNSIGNALLED_FLAG)));
+}
+
+/* What one WQE carries besides its local segments. */
+struct zd_mlx5_wqe {
+	uint8_t opcode;               /* MLX5_OPCODE_* */
+	uint8_t fm_ce_se;
+	uint32_t imm;                 /* big-endian, as the PRM carries it */
+	const DAT_RMR_TRIPLET *remote;/* RDMA and atomics, else NULL */
+	uint64_t swap_add, compare;   /* atomics */
+	bool inl;                     /* local data inline (caller checked max_inline) */
+};
+
+/* Segments of a WQE before its local data, in 16-byte units. */
+static ZD_ALWAYS_INLINE uint32_t zd_mlx5_wqe_hdr_ds(const struct zd_mlx5_wqe *w)
+{
+	bool atomic = w->opcode == MLX5_OPCODE_ATOMIC_CS || w->opcode == MLX5_OPCODE_ATOMIC_FA;
+
+	return 1 + (w->remote != NULL) + atomic;
+}
+
+/* Upper bound of the WQEBBs a WQE of @n segments (@total bytes) takes. */
+static ZD_ALWAYS_INLINE uint32_t zd_mlx5_wqe_max_bb(const struct zd_mlx5_wqe *w, uint32_t n,
+						    uint32_t total)
+{
+	uint32_t ds = zd_mlx5_wqe_hdr_ds(w) +
+		      (w->inl ? (uint32_t)(sizeof(struct mlx5_wqe_inl_data_seg) + total + 15) / 16 : n);
+
+	return (ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
+}
+
+/*
+ * Writes the WQE at sq->pi (room checked by the caller) and returns its
+ * number of WQEBBs; sq->pi is not moved.  Zero-length local segments are
+ * skipped (a data segment of byte_count 0 means 2 GiB to the device).
+ */
+static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_build_(struct zd_mlx5_sq *sq, const struct zd_mlx5_wqe *w,
+						   const DAT_LMR_TRIPLET *iov, uint32_t n,
+						   uint32_t total, bool may_wrap)
+{
+	struct mlx5_wqe_ctrl_seg *ctrl = zd_mlx5_sq_bb(sq, sq->pi);
+	uint8_t *seg = (uint8_t *)ctrl + 16;   /* a block never ends the buffer early */
+	uint32_t ds = 1;
+
+/* A WQE known to fit its first block cannot reach the end of the buffer. */
+#define ZD_MLX5_NEXT(p) (may_wrap ? (uint8_t *)zd_mlx5_sq_next_seg(sq, (p)) : (p) + 16)
+	if (w->remote) {
+		zd_mlx5_set_raddr((void *)seg, w->remote->virtual_address, w->remote->rmr_context);
+		seg = ZD_MLX5_NEXT(seg);
+		ds++;
+	}
+	if (w->opcode == MLX5_OPCODE_ATOMIC_CS || w->opcode == MLX5_OPCODE_ATOMIC_FA) {
+		zd_mlx5_set_atomic((void *)seg, w->swap_add, w->compare);
+		seg = ZD_MLX5_NEXT(seg);
+		ds++;
+	}
+	if (w->inl) {
+		struct mlx5_wqe_inl_data_seg *inl = (void *)seg;
+		uint8_t *d = (uint8_t *)(inl + 1);
+
+		for (uint32_t i = 0; i < n; i++)
+			if (iov[i].segment_length)
+				d = zd_mlx5_sq_copy(sq, d,
+						    (const void *)(uintptr_t)iov[i].virtual_address,
+						    iov[i].segment_length);
+		inl->byte_count = htobe32(total | MLX5_INLINE_SEG);
+		ds += (uint32_t)(sizeof(*inl) + total + 15) / 16;
+	} else {
+		for (uint32_t i = 0; i < n; i++) {
+			if (ZD_UNLIKELY(!iov[i].segment_length))
+				continue;
+			zd_mlx5_set_dseg((void *)seg, iov[i].virtual_address,
+					 (uint32_t)iov[i].segment_length, iov[i].lmr_context);
+			seg = ZD_MLX5_NEXT(seg);
+			ds++;
+		}
+	}
+#undef ZD_MLX5_NEXT
+	zd_mlx5_set_ctrl(ctrl, sq->pi, w->opcode, sq->qpn8, ds, w->fm_ce_se, w->imm);
+	return (ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
+}
+
+static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_build(struct zd_mlx5_sq *sq, const struct zd_mlx5_wqe *w,
+						  const DAT_LMR_TRIPLET *iov, uint32_t n,
+						  uint32_t total)
+{
+	/* The latency case -- one block -- without wrap checks. */
+	if (ZD_LIKELY(zd_mlx5_wqe_max_bb(w, n, total) == 1))
+		return zd_mlx5_sq_build_(sq, w, iov, n, total, false);
+	return zd_mlx5_sq_build_(sq, w, iov, n, total, true);
+}
+
+/* One 64-byte block to the BlueFlame register, in as few stores as the
+ * CPU has (the WC buffer merges them; zd_mmio_flush_writes ends the burst). */
+static ZD_ALWAYS_INLINE void zd_mlx5_bf_copy64(volatile uint64_t *dst, const uint64_t *src)
+{
+#if defined(__x86_64__)
+	__m128i a = _mm_load_si128((const __m128i *)src), b = _mm_load_si128((const __m128i *)src + 1),
+		c = _mm_load_si128((const __m128i *)src + 2), d = _mm_load_si128((const __m128i *)src + 3);
+
+	_mm_store_si128((__m128i *)dst, a);
+	_mm_store_si128((__m128i *)dst + 1, b);
+	_mm_store_si128((__m128i *)dst + 2, c);
+	_mm_store_si128((__m128i *)dst + 3, d);
+#else
+	for (int i = 0; i < 8; i++)
+		dst[i] = src[i];
+#endif
+}
+
+/* Free WQEBBs (the poller moves ci). */
+static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_room(const struct zd_mlx5_sq *sq)
+{
+	/* acquire: pairs with the release store of ci in zd_mlx5_sq_retire:
+	 * the device is done with the blocks below ci before we rewrite them. */
+	return sq->wqe_cnt - (sq->pi - atomic_load_explicit(&sq->ci, memory_order_acquire));
+}
+
+/*
+ * Rings the doorbell for the WQE of @nbb blocks at sq->pi and moves pi:
+ * doorbell record first (the device may fetch the WQE from it alone), then
+ * the BlueFlame copy of the WQE when it fits bf_size (it carries the WQE
+ * itself, saving the device a DMA read), else the first 8 bytes of the
+ * ctrl segment as the doorbell; flush the WC buffer; toggle the BF half.
+ */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell(struct zd_mlx5_sq *sq, uint32_t nbb)
+{
+	const uint64_t *src = zd_mlx5_sq_bb(sq, sq->pi);
+	volatile uint64_t *dst = (volatile uint64_t *)(sq->bf_reg + sq->bf_off);
+
+	sq->pi += nbb;
+	/* WQE (and wr[]) stores before the doorbell record. */
+	zd_udma_to_device_barrier();
+	*sq->dbrec = htobe32(sq->pi & 0xffff);
+	/* Doorbell record before the MMIO (WC) write. */
+	zd_mmio_wc_start();
+	if (ZD_LIKELY(nbb == 1 && sq->bf_size)) {
+		zd_mlx5_bf_copy64(dst, src);
+	} else if (nbb * MLX5_SEND_WQE_BB <= sq->bf_size) {
+		for (uint32_t b = 0; b < nbb; b++) {
+			zd_mlx5_bf_copy64(dst, src);
+			dst += 8;
+			src += 8;
+			if (ZD_UNLIKELY((const uint8_t *)src == sq->end))
+				src = (const uint64_t *)sq->buf;
+		}
+	} else {
+		*dst = *src;
+	}
+	zd_mmio_flush_writes();
+	sq->bf_off ^= sq->bf_size;
+}
+
+/*
+ * Builds, books and rings one WQE.  @event: report a DAT event on success.
+ * Returns false (nothing written) when the SQ has no room.
+ */
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_mlx5_wqe *w,
+					     const DAT_LMR_TRIPLET *iov, uint32_t n, uint32_t total,
+					     DAT_DTO_COOKIE cookie, DAT_DTOS op, bool event)
+{
+	struct zd_mlx5_sq_wr *wr;
+	uint32_t nbb;
+	bool signaled = event;
+
+	if (ZD_UNLIKELY(zd_mlx5_wqe_max_bb(w, n, total) > zd_mlx5_sq_room(sq)))
+		return false;
+	/* Unsignaled WQEs are retired by a later CQE; never let the SQ fill
+	 * with them (the device would never report progress). */
+	if (!signaled && ++sq->unsig >= sq->unsig_max)
+		signaled = true;
+	if (signaled) {
+		w->fm_ce_se |= MLX5_WQE_CTRL_CQ_UPDATE;
+		sq->unsig = 0;
+	}
+	nbb = zd_mlx5_sq_build(sq, w, iov, n, total);
+	wr = &sq->wr[sq->pi & sq->mask];
+	wr->cookie = cookie;
+	wr->len = total;
+	wr->op = (uint8_t)op;
+	wr->nbb = (uint8_t)nbb;
+	wr->flags = (uint8_t)((event ? ZD_MLX5_WR_EVENT : 0) | (signaled ? ZD_MLX5_WR_SIGNALED : 0));
+	zd_mlx5_sq_doorbell(sq, nbb);
+	return true;
+}
+
+/* Poller: the CQE of the WQE at @wqe_counter arrived; frees it and every
+ * WQE before it, returns its bookkeeping. */
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *zd_mlx5_sq_retire(struct zd_mlx5_sq *sq,
+								uint16_t wqe_counter)
+{
+	struct zd_mlx5_sq_wr *wr = &sq->wr[wqe_counter & sq->mask];
+	uint32_t ci = atomic_load_explicit(&sq->ci, memory_order_relaxed);
+
+	/* 16-bit counter -> free-running: its distance from ci. */
+	ci += (uint16_t)(wqe_counter - (uint16_t)ci) + wr->nbb;
+	/* release: pairs with the acquire in zd_mlx5_sq_room. */
+	atomic_store_explicit(&sq->ci, ci, memory_order_release);
+	return wr;
+}
+
+#endif /* ZD_MLX5_SQ_H */

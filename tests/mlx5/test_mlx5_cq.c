@@ -1,0 +1,339 @@
+/*
+ * CQE polling: owner-bit ownership over passes of a 4-entry CQ, parsing of
+ * every CQE kind zdapl meets, error syndromes to DAT statuses, the
+ * consumer index and arm doorbells; then the device's cq_poll turning
+ * hand-built CQEs into DAT events (cookies found by wqe_counter,
+ * unsignaled WQEs retired, suppressed completions hidden, unknown QPs
+ * dropped, SRQ receives by WQE index, the EVD ring's budget kept).
+ */
+#include "mlx5_test.h"
+
+#include "core/zd_ep.h"
+#include "evd/zd_evd.h"
+#include "hw/mlx5/zd_mlx5.h"
+
+Test(mlx5, cqe_owner_bit_over_passes)
+{
+	struct cqenv e;
+
+	cqenv_init(&e, 4, 64);
+	cr_assert_null(zd_mlx5_cq_next(&e.cq), "fresh CQ: nothing");
+	for (uint32_t pass = 0; pass < 5; pass++) {
+		for (uint32_t i = 0; i < 4; i++)
+			hw_cqe(&e, MLX5_CQE_REQ, QPN, (uint16_t)(pass * 4 + i), 0, 0, 0);
+		for (uint32_t i = 0; i < 4; i++) {
+			struct mlx5_cqe64 *c = zd_mlx5_cq_next(&e.cq);
+
+			cr_assert_not_null(c, "pass %u CQE %u", pass, i);
+			cr_assert_eq(be16toh(c->wqe_counter), pass * 4 + i);
+			e.cq.ci++;
+		}
+		/* the previous pass's CQEs carry the other parity: not ours */
+		cr_assert_null(zd_mlx5_cq_next(&e.cq), "pass %u: stale CQE taken", pass);
+		zd_mlx5_cq_update_ci(&e.cq);
+		cr_assert_eq(e.dbrec[ZD_MLX5_CQ_SET_CI], htobe32((pass + 1) * 4));
+	}
+	cqenv_fini(&e);
+}
+
+Test(mlx5, cqe_128_bytes_reads_the_second_half)
+{
+	struct cqenv e;
+	struct mlx5_cqe64 *c;
+
+	cqenv_init(&e, 4, 128);
+	hw_cqe(&e, MLX5_CQE_RESP_SEND, QPN, 3, 77, 0, 0);
+	c = zd_mlx5_cq_next(&e.cq);
+	cr_assert_eq((uint8_t *)c, e.buf + 64);
+	cr_assert_eq(be32toh(c->byte_cnt), 77);
+	cqenv_fini(&e);
+}
+
+Test(mlx5, cqe_parse_every_kind)
+{
+	struct cqenv e;
+	struct zd_mlx5_cqe_info ci;
+	static const uint8_t resp[] = { MLX5_CQE_RESP_SEND, MLX5_CQE_RESP_SEND_IMM,
+					MLX5_CQE_RESP_WR_IMM, MLX5_CQE_RESP_SEND_INV };
+
+	cqenv_init(&e, 4, 64);
+	hw_cqe(&e, MLX5_CQE_REQ, 0x123456, 0xbeef, 0, 0, 0);
+	zd_mlx5_cqe_parse(zd_mlx5_cq_next(&e.cq), &ci);
+	cr_assert(ci.requester && !ci.error);
+	cr_assert_eq(ci.qpn, 0x123456);
+	cr_assert_eq(ci.wqe_counter, 0xbeef);
+	e.cq.ci++;
+	for (size_t i = 0; i < sizeof(resp); i++) {
+		struct mlx5_cqe64 *c = hw_cqe(&e, resp[i], 0xff000000u | QPN, (uint16_t)i, 1000 + i, 0, 1);
+
+		c->srqn_uidx = htobe32(0x5a5a5a);
+		zd_mlx5_cqe_parse(zd_mlx5_cq_next(&e.cq), &ci);
+		cr_assert(!ci.requester && !ci.error);
+		cr_assert_eq(ci.opcode, resp[i]);
+		cr_assert_eq(ci.qpn, QPN, "the top byte of sop_drop_qpn is not the QPN");
+		cr_assert_eq(ci.byte_cnt, 1000 + i);
+		cr_assert_eq(ci.srqn, 0x5a5a5a);
+		cr_assert_eq(mlx5dv_get_cqe_se(c), 1);
+		e.cq.ci++;
+	}
+	hw_cqe(&e, MLX5_CQE_REQ_ERR, QPN, 9, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0);
+	zd_mlx5_cqe_parse(zd_mlx5_cq_next(&e.cq), &ci);
+	cr_assert(ci.requester && ci.error);
+	cr_assert_eq(ci.syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	cr_assert_eq(ci.vendor_syndrome, 0x42);
+	cr_assert_eq(ci.wqe_counter, 9);
+	cr_assert_eq(ci.qpn, QPN);
+	e.cq.ci++;
+	hw_cqe(&e, MLX5_CQE_RESP_ERR, QPN, 2, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0);
+	zd_mlx5_cqe_parse(zd_mlx5_cq_next(&e.cq), &ci);
+	cr_assert(!ci.requester && ci.error);
+	cqenv_fini(&e);
+}
+
+Test(mlx5, syndromes_to_dat_status)
+{
+	static const struct {
+		uint8_t syn;
+		DAT_DTO_COMPLETION_STATUS st;
+	} map[] = {
+		{ MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, DAT_DTO_ERR_LOCAL_LENGTH },
+		{ MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, DAT_DTO_ERR_LOCAL_EP },
+		{ MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, DAT_DTO_ERR_LOCAL_PROTECTION },
+		{ MLX5_CQE_SYNDROME_WR_FLUSH_ERR, DAT_DTO_ERR_FLUSHED },
+		{ MLX5_CQE_SYNDROME_MW_BIND_ERR, DAT_RMR_OPERATION_FAILED },
+		{ MLX5_CQE_SYNDROME_BAD_RESP_ERR, DAT_DTO_ERR_BAD_RESPONSE },
+		{ MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR, DAT_DTO_ERR_LOCAL_PROTECTION },
+		{ MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, DAT_DTO_ERR_REMOTE_RESPONDER },
+		{ MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, DAT_DTO_ERR_REMOTE_ACCESS },
+		{ MLX5_CQE_SYNDROME_REMOTE_OP_ERR, DAT_DTO_ERR_REMOTE_RESPONDER },
+		{ MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, DAT_DTO_ERR_TRANSPORT },
+		{ MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR, DAT_DTO_ERR_RECEIVER_NOT_READY },
+		{ MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, DAT_DTO_ERR_REMOTE_RESPONDER },
+		{ 0x77, DAT_DTO_ERR_TRANSPORT },   /* unknown: still an error */
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		cr_assert_eq(zd_mlx5_syndrome_status(map[i].syn), map[i].st, "syndrome 0x%x",
+			     map[i].syn);
+}
+
+Test(mlx5, arm_doorbell_words)
+{
+	struct cqenv e;
+	uint32_t w[2];
+
+	cqenv_init(&e, 4, 64);
+	e.cq.ci = 0x1234567;   /* only 24 bits go to the device */
+	zd_mlx5_cq_arm(&e.cq, false);
+	cr_assert_eq(be32toh(e.dbrec[ZD_MLX5_CQ_ARM_DB]), 0x234567u | MLX5_CQ_DB_REQ_NOT);
+	memcpy(w, e.uar + MLX5_CQ_DOORBELL, 8);
+	cr_assert_eq(be32toh(w[0]), 0x234567u);
+	cr_assert_eq(be32toh(w[1]), 0x77u, "CQN in the second word");
+	/* each completion event moves the arm sequence number (2 bits) */
+	for (uint32_t sn = 1; sn < 6; sn++) {
+		zd_mlx5_cq_event(&e.cq);
+		zd_mlx5_cq_arm(&e.cq, sn == 5);
+		memcpy(w, e.uar + MLX5_CQ_DOORBELL, 8);
+		cr_assert_eq(be32toh(w[0]), (sn & 3) << 28 |
+			     (sn == 5 ? MLX5_CQ_DB_REQ_NOT_SOL : 0) | 0x234567u);
+		cr_assert_eq(e.dbrec[ZD_MLX5_CQ_ARM_DB], w[0]);
+	}
+	cqenv_fini(&e);
+}
+
+/* ---- the device's cq_poll over hand-built CQEs ---- */
+
+struct pollenv {
+	struct cqenv ce;
+	struct sqenv se;
+	struct zd_mlx5_dev *dev;
+	struct zd_mlx5_cq_obj *cq;
+	struct zd_mlx5_qp *qp;
+	struct zd_evd *evd;
+	struct zd_ep *ep;
+	uint8_t *rqbuf;
+	__be32 rqdb;
+};
+
+static void pollenv_init(struct pollenv *p, uint32_t ring_cap)
+{
+	struct zd_mlx5_rq_desc rd;
+	struct zd_mlx5_qp **l2;
+
+	memset(p, 0, sizeof(*p));
+	p->dev = calloc(1, sizeof(*p->dev));
+	p->cq = alloc64(sizeof(*p->cq));
+	p->qp = alloc64(sizeof(*p->qp));
+	p->evd = calloc(1, sizeof(*p->evd));
+	p->ep = calloc(1, sizeof(*p->ep));
+	p->rqbuf = alloc64(4 * 64);
+	cr_assert(p->dev && p->cq && p->qp && p->evd && p->ep && p->rqbuf);
+	memset(p->cq, 0, sizeof(*p->cq));
+	memset(p->qp, 0, sizeof(*p->qp));
+	cqenv_init(&p->ce, 4, 64);
+	memcpy(&p->cq->q, &p->ce.cq, sizeof(p->cq->q));
+	p->cq->dev = p->dev;
+	p->cq->evd = p->evd;
+	p->evd->ring = zd_ring_create(ring_cap);
+	p->evd->cq_priv = p->cq;
+	sqenv_init(&p->se, 8, 64, 0);
+	memcpy(&p->qp->sq, &p->se.sq, sizeof(p->qp->sq));
+	p->se.sqp = &p->qp->sq;
+	rd = (struct zd_mlx5_rq_desc){ .buf = p->rqbuf, .wqe_cnt = 4, .stride = 64, .dbrec = &p->rqdb };
+	cr_assert_eq(zd_mlx5_rq_init(&p->qp->rq, &rd), 0);
+	p->qp->ep = p->ep;
+	p->qp->qpn = QPN;
+	p->qp->dev = p->dev;
+	p->qp->max_msg = 1u << 30;
+	p->ep->dev_priv = p->qp;
+	l2 = calloc(ZD_MLX5_QPT_ENTRIES, sizeof(*l2));
+	l2[QPN & (ZD_MLX5_QPT_ENTRIES - 1)] = p->qp;
+	p->dev->qpt[QPN >> ZD_MLX5_QPT_SHIFT] = l2;
+}
+
+static void pollenv_fini(struct pollenv *p)
+{
+	for (uint32_t i = 0; i < ZD_MLX5_QPT_ENTRIES; i++)
+		free(p->dev->qpt[i]);
+	zd_ring_destroy(p->evd->ring);
+	zd_mlx5_rq_fini(&p->qp->rq);
+	p->se.sqp = &p->se.sq;
+	sqenv_fini(&p->se);
+	cqenv_fini(&p->ce);
+	free(p->rqbuf);
+	free(p->ep);
+	free(p->evd);
+	free(p->qp);
+	free(p->cq);
+	free(p->dev);
+}
+
+/* The device writes into the CQ object's copy of the geometry. */
+static void cqe(struct pollenv *p, uint8_t op, uint32_t qpn, uint16_t ctr, uint32_t len,
+		uint8_t syn)
+{
+	hw_cqe(&p->ce, op, qpn, ctr, len, syn, 0);
+}
+
+static DAT_DTO_COMPLETION_EVENT_DATA next_event(struct pollenv *p)
+{
+	DAT_EVENT ev;
+
+	cr_assert(zd_ring_dequeue(p->evd->ring, &ev), "an event expected");
+	cr_assert_eq(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+	cr_assert_eq(ev.evd_handle, p->evd);
+	cr_assert_eq(ev.event_data.dto_completion_event_data.ep_handle, p->ep);
+	return ev.event_data.dto_completion_event_data;
+}
+
+static DAT_LMR_TRIPLET one = { .virtual_address = 0x1000, .segment_length = 100,
+			       .lmr_context = 5 };
+
+Test(mlx5, poll_requester_cookies_and_unsignaled)
+{
+	struct pollenv p;
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+	DAT_RMR_TRIPLET r = { .virtual_address = 0x9000, .rmr_context = 9 };
+
+	pollenv_init(&p, 16);
+	/* 0: suppressed, 1: signalled write, 2: signalled read */
+	cr_assert_eq(zd_mlx5_post_send(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 100 },
+				       DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_rdma_write(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 101 }, &r, 0),
+		     DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_rdma_read(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 102 }, &r, 0),
+		     DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 16), 0, "nothing completed yet");
+	/* the device reports only signalled WQEs: 1 retires 0 with it */
+	cqe(&p, MLX5_CQE_REQ, QPN, 1, 0, 0);
+	cqe(&p, MLX5_CQE_REQ, QPN, 2, 0, 0);
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 16), 2);
+	d = next_event(&p);
+	cr_assert_eq(d.user_cookie.as_64, 101);
+	cr_assert_eq(d.operation, DAT_DTO_RDMA_WRITE);
+	cr_assert_eq(d.status, DAT_DTO_SUCCESS);
+	cr_assert_eq(d.transfered_length, 100);
+	d = next_event(&p);
+	cr_assert_eq(d.user_cookie.as_64, 102);
+	cr_assert_eq(d.operation, DAT_DTO_RDMA_READ);
+	cr_assert_eq(atomic_load(&p.qp->sq.ci), 3, "all three WQEs retired");
+	cr_assert_eq(p.ce.dbrec[ZD_MLX5_CQ_SET_CI], htobe32(2));
+	pollenv_fini(&p);
+}
+
+Test(mlx5, poll_errors_unknown_qps_and_budget)
+{
+	struct pollenv p;
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+
+	pollenv_init(&p, 16);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(zd_mlx5_post_send(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 200 + i },
+					       DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+	/* a CQE of a QP nobody knows: consumed, dropped */
+	cqe(&p, MLX5_CQE_REQ, QPN + 1, 0, 0, 0);
+	/* an unsignalled WQE fails: reported with its cookie despite SUPPRESS */
+	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 0, 0, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+	/* and the rest flush, each reported */
+	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 1, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 2, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	/* budget 1: one event, the dropped CQE before it costs nothing */
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 1), 1);
+	d = next_event(&p);
+	cr_assert_eq(d.user_cookie.as_64, 200);
+	cr_assert_eq(d.status, DAT_DTO_ERR_LOCAL_PROTECTION);
+	cr_assert_eq(d.transfered_length, 0);
+	cr_assert_eq(p.cq->q.ci, 2);
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 16), 2);
+	cr_assert_eq(next_event(&p).status, DAT_DTO_ERR_FLUSHED);
+	d = next_event(&p);
+	cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
+	cr_assert_eq(d.user_cookie.as_64, 202);
+	cr_assert_eq(atomic_load(&p.qp->sq.ci), 3);
+	pollenv_fini(&p);
+}
+
+Test(mlx5, poll_receives_in_order_with_owner_wrap)
+{
+	struct pollenv p;
+	DAT_LMR_TRIPLET two[2] = {
+		{ .virtual_address = 0x2000, .segment_length = 64, .lmr_context = 6 },
+		{ .virtual_address = 0x3000, .segment_length = 64, .lmr_context = 7 },
+	};
+
+	pollenv_init(&p, 64);
+	for (uint32_t round = 0; round < 6; round++) {
+		for (uint32_t i = 0; i < 4; i++)
+			cr_assert_eq(zd_mlx5_post_recv(p.ep, 2, two,
+						       (DAT_DTO_COOKIE){ .as_64 = round * 4 + i }, 0),
+				     DAT_SUCCESS);
+		cr_assert_eq(zd_mlx5_post_recv(p.ep, 1, two, (DAT_DTO_COOKIE){ .as_64 = 99 }, 0),
+			     DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP), "RQ full");
+		cr_assert_eq(p.rqdb, htobe32((round + 1) * 4));
+		cqe(&p, MLX5_CQE_RESP_SEND, QPN, 0, 10, 0);
+		cqe(&p, MLX5_CQE_RESP_SEND_IMM, QPN, 1, 11, 0);
+		cqe(&p, MLX5_CQE_RESP_ERR, QPN, 2, 0, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+		cqe(&p, MLX5_CQE_RESP_ERR, QPN, 3, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+		cr_assert_eq(zd_mlx5_cq_poll(p.evd, 64), 4);
+		for (uint32_t i = 0; i < 4; i++) {
+			DAT_DTO_COMPLETION_EVENT_DATA d = next_event(&p);
+
+			cr_assert_eq(d.user_cookie.as_64, round * 4 + i);
+			cr_assert_eq(d.operation, DAT_DTO_RECEIVE);
+			cr_assert_eq(d.status, i < 2 ? DAT_DTO_SUCCESS :
+				     i == 2 ? DAT_DTO_ERR_LOCAL_LENGTH : DAT_DTO_ERR_FLUSHED);
+			cr_assert_eq(d.transfered_length, i < 2 ? 10 + i : 0);
+		}
+	}
+	/* receive WQE layout: two segments, then the invalid-lkey terminator */
+	{
+		struct mlx5_wqe_data_seg *ds = (void *)p.rqbuf;
+
+		cr_assert_eq(ds[0].lkey, htobe32(6));
+		cr_assert_eq(ds[1].addr, htobe64(0x3000));
+		cr_assert_eq(ds[1].byte_count, htobe32(64));
+		cr_assert_eq(ds[2].lkey, htobe32(MLX5_INVALID_LKEY));
+		cr_assert_eq(ds[2].byte_count, 0);
+	}
+	pollenv_fini(&p);
+}
