@@ -1,6 +1,7 @@
 #!/bin/sh
-# Writes a dat.conf naming this build's libzdapl: one zdapl-shm and one
-# zdapl-tcp line, plus one line per mlx5 port present on this host.
+# Writes a dat.conf naming this build's libzdapl: one zdapl-shm, one
+# zdapl-tcp and one zdapl-mlx5sim (software mlx5 device) line, plus one
+# line per mlx5 port present on this host.
 # usage: gen_datconf.sh <absolute path of libzdapl.so> <output file>
 set -eu
 lib=$1
@@ -15,6 +16,7 @@ tmp="$out.tmp.$$"
 	echo "# zdapl providers of this build tree: DAT_OVERRIDE=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
 	echo "zdapl-shm u2.0 nonthreadsafe default $lib dapl.2.0 \"shm\" \"\""
 	echo "zdapl-tcp u2.0 nonthreadsafe default $lib dapl.2.0 \"tcp $tcp_if\" \"\""
+	echo "zdapl-mlx5sim u2.0 nonthreadsafe default $lib dapl.2.0 \"mlx5sim\" \"\""
 	for port in /sys/class/infiniband/mlx5_*/ports/*; do
 		[ -d "$port" ] || continue
 		dev=$(basename "$(dirname "$(dirname "$port")")")

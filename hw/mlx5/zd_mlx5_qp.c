@@ -109,6 +109,40 @@ err:
 	return ret;
 }
 
+static void flush_event(struct zd_evd *evd, struct zd_ep *ep, DAT_DTO_COOKIE cookie, DAT_DTOS op)
+{
+	DAT_EVENT ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	ev.evd_handle = evd;
+	ev.event_data.dto_completion_event_data.ep_handle = ep;
+	ev.event_data.dto_completion_event_data.user_cookie = cookie;
+	ev.event_data.dto_completion_event_data.status = DAT_DTO_ERR_FLUSHED;
+	ev.event_data.dto_completion_event_data.operation = op;
+	zd_evd_post(evd, &ev, 1);
+}
+
+/* The QP is gone (no CQE of it will be reaped): every DTO still
+ * outstanding on its own queues is reported flushed, as DAT wants for an
+ * EP freed with DTOs pending.  SRQ receives stay with the SRQ. */
+static void qp_flush_outstanding(struct zd_mlx5_qp *qp)
+{
+	struct zd_ep *ep = qp->ep;
+	uint32_t pos;
+
+	if (!ep)
+		return;
+	for (pos = atomic_load(&qp->sq.ci); qp->sq.wr && pos != qp->sq.pi;) {
+		const struct zd_mlx5_sq_wr *wr = &qp->sq.wr[pos & qp->sq.mask];
+
+		flush_event(ep->request_evd, ep, wr->cookie, (DAT_DTOS)wr->op);
+		pos += wr->nbb ? wr->nbb : 1;
+	}
+	for (pos = atomic_load(&qp->rq.tail); qp->rq.cookie && pos != qp->rq.head; pos++)
+		flush_event(ep->recv_evd, ep, qp->rq.cookie[pos & qp->rq.mask], DAT_DTO_RECEIVE);
+}
+
 /* Unlists the QP, waits out pollers, destroys the backend QP. */
 static void qp_unbuild(struct zd_mlx5_qp *qp)
 {
@@ -121,6 +155,7 @@ static void qp_unbuild(struct zd_mlx5_qp *qp)
 	zd_mlx5_sync_pollers(dev);
 	dev->be->qp_destroy(dev->bctx, qp->bqp);
 	qp->bqp = NULL;
+	qp_flush_outstanding(qp);
 	zd_mlx5_sq_fini(&qp->sq);
 	zd_mlx5_rq_fini(&qp->rq);
 }

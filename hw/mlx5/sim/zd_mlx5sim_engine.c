@@ -30,6 +30,7 @@
 
 #define SPIN_PASSES   256
 #define SLEEP_MAX_NS  100000
+#define SLEEP_IDLE_NS 10000000     /* no QP at all */
 
 enum { R_OK, R_RNR, R_ERR };
 
@@ -460,8 +461,11 @@ static void resp_error(struct zd_ms_peer *p, struct zd_ms_qp *pq, const struct r
 	struct mlx5_cqe64 c;
 
 	err_cqe(&c, true, syndrome, opcode, pq->qpn, rc->counter, rc->srqn);
-	set_err(pq);
+	/* The error CQE before the state: once the responder's own engine
+	 * sees ERR it flushes the later receives, and their CQEs must not
+	 * overtake this one. */
 	cq_write(p->sh, p->size, pq->rcqn, &c, false);
+	set_err(pq);
 }
 
 static void resp_cqe(struct wqe_ctx *x, struct zd_ms_qp *pq, const struct recv_claim *rc,
@@ -992,20 +996,22 @@ void *zd_ms_engine_main(void *arg)
 	struct zd_mlx5sim_nic *nic = arg;
 	struct zd_ms_shared *sh = nic->sh;
 	uint32_t idle = 0;
-	long sleep_ns = 1000;
+	long sleep_ns = 1000, sleep_max = SLEEP_MAX_NS;
 
 	while (!atomic_load_explicit(&nic->stop, memory_order_relaxed)) {
 		bool work = false;
 
 		pthread_mutex_lock(&nic->lock);
-		for (uint32_t i = 0; i < sh->max_cq; i++) {
+		for (uint32_t i = 0; i < nic->cq_hwm; i++) {
 			struct zd_ms_cq *cq = zd_ms_cq_ctx(sh, i);
 
 			if (atomic_load_explicit(&cq->live, memory_order_acquire))
 				work |= arm_cq(sh, cq);
 		}
-		for (uint32_t i = 0; i < sh->max_qp; i++)
+		for (uint32_t i = 0; i < nic->qp_hwm; i++)
 			work |= qp_pass(nic, i);
+		/* No QP: no WQE can come, and no CQE for our CQs either. */
+		sleep_max = nic->qps_live ? SLEEP_MAX_NS : SLEEP_IDLE_NS;
 		pthread_mutex_unlock(&nic->lock);
 		if (work) {
 			idle = 0;
@@ -1017,7 +1023,7 @@ void *zd_ms_engine_main(void *arg)
 			continue;
 		}
 		nanosleep(&(struct timespec){ .tv_nsec = sleep_ns }, NULL);
-		sleep_ns = ZD_MIN(sleep_ns * 2, SLEEP_MAX_NS);
+		sleep_ns = ZD_MIN(sleep_ns * 2, sleep_max);
 	}
 	/* Last look at the BlueFlame copies: the writers are done. */
 	pthread_mutex_lock(&nic->lock);

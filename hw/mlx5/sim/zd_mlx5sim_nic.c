@@ -481,6 +481,7 @@ int zd_mlx5sim_cq_create(struct zd_mlx5sim_nic *nic, uint32_t cqe_cnt, void *use
 		out->uar = zd_ms_at(sh, cq->uar_off);
 		out->cqn = cq->cqn;
 		nic->cq_user[i] = user;
+		nic->cq_hwm = ZD_MAX(nic->cq_hwm, i + 1);
 		atomic_store_explicit(&cq->live, 1, memory_order_release);
 		ret = 0;
 		break;
@@ -715,6 +716,8 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 		rq->stride = rq_stride;
 		rq->dbrec = &db[MLX5_RCV_DBR];
 		*qpn = qp->qpn;
+		nic->qp_hwm = ZD_MAX(nic->qp_hwm, i + 1);
+		nic->qps_live++;
 		/* release: the engine reads the context after seeing the state. */
 		atomic_store_explicit(&qp->state, ZD_MLX5SIM_QPS_RESET, memory_order_release);
 		ret = 0;
@@ -869,6 +872,7 @@ int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 		arena_free(nic, qp->rq_off, (uint64_t)qp->rq_wqe_cnt * qp->rq_stride);
 	arena_free(nic, qp->db_off, ZD_MS_PAGE);
 	atomic_store(&qp->state, ZD_MS_QP_FREE);
+	nic->qps_live--;
 	pthread_mutex_unlock(&nic->lock);
 	if (put)
 		zd_ms_peer_put(nic, put);

@@ -190,6 +190,9 @@ struct zd_mlx5sim_nic {
 	_Atomic uint32_t kicked;
 	struct zd_ms_peer *peers;
 	struct zd_ms_peer self;
+	/* Engine passes stop at these (1 + highest slot ever used), and an
+	 * idle engine with no QPs sleeps longer: many idle IAs stay cheap. */
+	uint32_t qp_hwm, cq_hwm, qps_live;
 	pthread_t engine;
 	_Atomic bool stop;
 	bool debug;                 /* ZDAPL_MLX5SIM_DEBUG=1: errors on stderr */
