@@ -208,6 +208,9 @@ void zd_perf_conn_close(struct zd_perf_conn *c);
 /* Both sides call with the same token sequence; returns once the peer got
  * there too (an 8-byte RDMA write each way). */
 void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s);
+/* The last synchronisation before hanging up: zd_perf_sync, then our own
+ * token write is known to have landed at the peer. */
+void zd_perf_sync_last(struct zd_perf_conn *c);
 /* Non-blocking: one completion, checked (a failed one exits); returns its
  * cookie, or 0 if none (data cookies are 1-based; control-write completions
  * are counted in req_done and also return 0). */

@@ -181,7 +181,7 @@ void zd_perf_run_bw(struct zd_perf_conn *c, struct zd_perf_json *j)
 			zd_perf_json_bw(j, &r);
 		}
 	}
-	zd_perf_sync(c, 0);
+	zd_perf_sync_last(c);
 	free(s.tp);
 	free(s.tc);
 }

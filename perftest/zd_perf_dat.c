@@ -731,6 +731,41 @@ void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s)
 	}
 }
 
+/* Seeing the peer's token does not say the peer saw ours: on a device
+ * that executes asynchronously (a NIC, the software mlx5 model) our write
+ * may still be queued, and hanging up now would flush it and leave the
+ * peer waiting.  Its completion says it landed.  A flushed completion or a
+ * connection event instead means the peer hung up first, which it does only
+ * once it has our token: also done. */
+void zd_perf_sync_last(struct zd_perf_conn *c)
+{
+	uint64_t deadline;
+	DAT_EVENT ev;
+
+	zd_perf_sync(c, 0);
+	deadline = zd_perf_ticks() + zd_perf_usec_to_ticks(c->o->timeout_s * 1e6);
+	while (c->req_done < c->req_posted) {
+		DAT_RETURN ret = dat_evd_dequeue(c->req_evd, &ev);
+
+		if (ret == DAT_SUCCESS) {
+			const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+
+			if (ev.event_number != DAT_DTO_COMPLETION_EVENT || d->status != DAT_DTO_SUCCESS)
+				return;         /* flushed: the peer hung up */
+			if (d->user_cookie.as_64 & CTRL_COOKIE)
+				c->req_done = d->user_cookie.as_64 & ~CTRL_COOKIE;
+			continue;
+		}
+		if (DAT_GET_TYPE(ret) != DAT_QUEUE_EMPTY)
+			zd_perf_dat_die(ret, "dat_evd_dequeue");
+		if (dat_evd_dequeue(c->conn_evd, &ev) == DAT_SUCCESS)
+			return;                 /* the peer hung up */
+		if (zd_perf_ticks() > deadline)
+			zd_perf_die("no completion of the last synchronisation write in %u s",
+				    c->o->timeout_s);
+	}
+}
+
 unsigned zd_perf_passive_limit(const struct zd_perf_conn *c)
 {
 	unsigned base = c->o->timeout_s > 600 ? c->o->timeout_s : 600;

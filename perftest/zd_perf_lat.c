@@ -240,7 +240,7 @@ void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j)
 		zd_perf_print_lat(o, &r);
 		zd_perf_json_lat(j, &r);
 	}
-	zd_perf_sync(c, 0);                     /* both done before anyone hangs up */
+	zd_perf_sync_last(c);                   /* both done before anyone hangs up */
 	free(t);
 	free(d);
 }
