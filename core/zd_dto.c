@@ -17,10 +17,15 @@
 #define ZD_RECV_FLAGS \
 	(DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG)
 
+#define ZD_EP_CONNECTED_MASK                                                  \
+	((1u << DAT_EP_STATE_CONNECTED) | (1u << DAT_EP_STATE_CONNECTED_SINGLE_PATH) | \
+	 (1u << DAT_EP_STATE_CONNECTED_MULTI_PATH))
+_Static_assert(DAT_EP_STATE_CONNECTED_MULTI_PATH < 32, "EP states fit a 32-bit mask");
+
+/* One bit test instead of three compares. */
 static ZD_ALWAYS_INLINE bool ep_connected(DAT_EP_STATE s)
 {
-	return s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_CONNECTED_SINGLE_PATH ||
-	       s == DAT_EP_STATE_CONNECTED_MULTI_PATH;
+	return (unsigned)s < 32 && ((ZD_EP_CONNECTED_MASK >> (unsigned)s) & 1u);
 }
 
 /* Receives may be posted before the connection exists and after it ended
@@ -54,6 +59,23 @@ static ZD_ALWAYS_INLINE DAT_RETURN check_iov(DAT_COUNT n, const DAT_LMR_TRIPLET 
 			return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PZ); \
 	} while (0)
 
+/*
+ * The hot path of a request post: every check of request_checks and
+ * EP_GET_READY_OR_RETURN folded into one test that holds for a correct
+ * call with 1..max segments.  Anything else (an error, or no segment at
+ * all) takes the out-of-line path, which runs the checks one by one and
+ * returns the error the spec names.
+ */
+static ZD_ALWAYS_INLINE bool request_fast_ok(const struct zd_ep *ep, DAT_COUNT n,
+					     const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
+					     DAT_COMPLETION_FLAGS flags)
+{
+	DAT_EP_STATE s = atomic_load_explicit(&ep->state, memory_order_relaxed);
+
+	return ep->dev_priv != NULL && ep_connected(s) && (uint32_t)n - 1u < (uint32_t)max &&
+	       iov != NULL && !(flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS);
+}
+
 static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
 						  const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
 						  DAT_COMPLETION_FLAGS flags,
@@ -71,8 +93,9 @@ static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
 	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+static __attribute__((noinline, cold)) DAT_RETURN
+post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+		  DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep;
 	DAT_RETURN ret;
@@ -82,6 +105,17 @@ DAT_RETURN zd_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
 	return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+}
+
+DAT_RETURN zd_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+
+	if (ZD_LIKELY(ep != NULL) &&
+	    ZD_LIKELY(request_fast_ok(ep, n, iov, ep->attr.max_request_iov, flags)))
+		return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+	return post_send_checked(h, n, iov, cookie, flags);
 }
 
 DAT_RETURN zd_ep_post_send_with_invalidate(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
@@ -137,9 +171,9 @@ static ZD_ALWAYS_INLINE DAT_RETURN rdma_checks(struct zd_ep *ep, DAT_COUNT n,
 	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				 DAT_COMPLETION_FLAGS flags)
+static __attribute__((noinline, cold)) DAT_RETURN
+post_rdma_write_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+			 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep;
 	DAT_RETURN ret;
@@ -151,9 +185,22 @@ DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *
 	return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
 }
 
-DAT_RETURN zd_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				DAT_COMPLETION_FLAGS flags)
+DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				 DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+
+	if (ZD_LIKELY(ep != NULL) &&
+	    ZD_LIKELY(request_fast_ok(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_write_iov),
+				      flags) && remote != NULL))
+		return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+	return post_rdma_write_checked(h, n, iov, cookie, remote, flags);
+}
+
+static __attribute__((noinline, cold)) DAT_RETURN
+post_rdma_read_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+			 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep;
 	DAT_RETURN ret;
@@ -163,6 +210,19 @@ DAT_RETURN zd_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *i
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
 	return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+}
+
+DAT_RETURN zd_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+
+	if (ZD_LIKELY(ep != NULL) &&
+	    ZD_LIKELY(request_fast_ok(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_read_iov),
+				      flags) && remote != NULL))
+		return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+	return post_rdma_read_checked(h, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *local,

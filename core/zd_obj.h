@@ -91,6 +91,29 @@ struct zd_obj_zones {
 
 extern struct zd_obj_zones zd_obj_zones;
 
+/* log2 slot size of @type: a constant when @type is (every handle check
+ * in the tree), else the zone table's copy. */
+static ZD_ALWAYS_INLINE unsigned zd_obj_slot_shift(enum zd_obj_type type)
+{
+	if (!__builtin_constant_p(type))
+		return zd_obj_zones.slot_shift[type];
+	switch (type) {
+	case ZD_OBJ_IA:  return ZD_OBJ_SLOT_SHIFT_IA;
+	case ZD_OBJ_PZ:  return ZD_OBJ_SLOT_SHIFT_PZ;
+	case ZD_OBJ_LMR: return ZD_OBJ_SLOT_SHIFT_LMR;
+	case ZD_OBJ_RMR: return ZD_OBJ_SLOT_SHIFT_RMR;
+	case ZD_OBJ_EVD: return ZD_OBJ_SLOT_SHIFT_EVD;
+	case ZD_OBJ_CNO: return ZD_OBJ_SLOT_SHIFT_CNO;
+	case ZD_OBJ_EP:  return ZD_OBJ_SLOT_SHIFT_EP;
+	case ZD_OBJ_SRQ: return ZD_OBJ_SLOT_SHIFT_SRQ;
+	case ZD_OBJ_PSP: return ZD_OBJ_SLOT_SHIFT_PSP;
+	case ZD_OBJ_RSP: return ZD_OBJ_SLOT_SHIFT_RSP;
+	case ZD_OBJ_CR:  return ZD_OBJ_SLOT_SHIFT_CR;
+	case ZD_OBJ_CSP: return ZD_OBJ_SLOT_SHIFT_CSP;
+	default:         return zd_obj_zones.slot_shift[type];
+	}
+}
+
 /*
  * Returns the live object behind @h if it is of type @type, NULL otherwise.
  * Never faults for any pointer value: the zone range is checked before the
@@ -98,15 +121,15 @@ extern struct zd_obj_zones zd_obj_zones;
  */
 static ZD_ALWAYS_INLINE void *zd_obj_get(const void *h, enum zd_obj_type type)
 {
-	uintptr_t off = (uintptr_t)h - zd_obj_zones.base;
+	/* Offset into @type's zone; a pointer below the zone wraps to a huge
+	 * value, so one unsigned compare with the zone's high-water mark
+	 * (never above the zone size) refuses every pointer outside it. */
+	uintptr_t off = (uintptr_t)h - zd_obj_zones.base - ((uintptr_t)type << ZD_OBJ_ZONE_SHIFT);
 
-	if (ZD_UNLIKELY((off >> ZD_OBJ_ZONE_SHIFT) != (uintptr_t)type))
-		return NULL;
-	off &= ((uintptr_t)1 << ZD_OBJ_ZONE_SHIFT) - 1;
-	if (ZD_UNLIKELY(off & (((uintptr_t)1 << zd_obj_zones.slot_shift[type]) - 1)))
-		return NULL;
 	if (ZD_UNLIKELY(off >= atomic_load_explicit(&zd_obj_zones.limit[type],
 						    memory_order_relaxed)))
+		return NULL;
+	if (ZD_UNLIKELY(off & (((uintptr_t)1 << zd_obj_slot_shift(type)) - 1)))
 		return NULL;
 	struct zd_obj *o = (struct zd_obj *)h;
 	if (ZD_UNLIKELY(atomic_load_explicit(&o->magic, memory_order_acquire) !=

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <urcu-bp.h>
 
@@ -9,6 +10,7 @@
 #include "core/zd_ia.h"
 #include "evd/zd_evd.h"
 #include "evd/zd_cno.h"
+#include "evd/zd_evd_cq.h"
 
 #define ZD_EVD_KNOWN_FLAGS                                                  \
 	(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |          \
@@ -85,6 +87,18 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 	}
 	zd_evd_wake(evd);
 	return DAT_SUCCESS;
+}
+
+void zd_evd_cq_post_local(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HANDLE ep,
+			  DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
+			  DAT_SEG_LENGTH len, DAT_DTOS op)
+{
+	const DAT_DTO_COMPLETION_EVENT_DATA dto = {
+		.ep_handle = ep, .user_cookie = cookie, .status = st,
+		.transfered_length = len, .operation = op,
+	};
+
+	zd_evd_cq_post(local, evd, &dto);
 }
 
 void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type)
@@ -229,6 +243,21 @@ static uint32_t evd_count(struct zd_evd *evd)
 	return n + (atomic_load_explicit(&evd->spilling, memory_order_acquire) ? 1 : 0);
 }
 
+/* What zd_evd_dequeue does past an empty ring: the drained-after-resize
+ * ring and the spill list (evd_take), then one poll of the CQ. */
+static __attribute__((noinline)) DAT_RETURN evd_dequeue_more(struct zd_evd *evd, DAT_EVENT *event)
+{
+	if (evd_take(evd, event))
+		return DAT_SUCCESS;
+	zd_evd_progress(evd);
+	if (evd_take(evd, event))
+		return DAT_SUCCESS;
+	/* A status, not a failure: plain DAT_QUEUE_EMPTY, as the spec names it
+	 * (dtest -p polls with `== DAT_QUEUE_EMPTY`; DAT_GET_TYPE also works). */
+	return DAT_QUEUE_EMPTY;
+}
+
+/* The common case inline: an event already in the ring. */
 DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
 {
 	struct zd_evd *evd;
@@ -238,14 +267,9 @@ DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (ZD_UNLIKELY(atomic_load_explicit(&evd->waiting, memory_order_relaxed)))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-	if (evd_take(evd, event))
+	if (ZD_LIKELY(evd->draining == NULL) && ZD_LIKELY(zd_ring_dequeue(evd->ring, event)))
 		return DAT_SUCCESS;
-	zd_evd_progress(evd);
-	if (evd_take(evd, event))
-		return DAT_SUCCESS;
-	/* A status, not a failure: plain DAT_QUEUE_EMPTY, as the spec names it
-	 * (dtest -p polls with `== DAT_QUEUE_EMPTY`; DAT_GET_TYPE also works). */
-	return DAT_QUEUE_EMPTY;
+	return evd_dequeue_more(evd, event);
 }
 
 static uint64_t now_us(void)
@@ -557,12 +581,22 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 	fresh = zd_ring_create((uint32_t)qlen);
 	if (!fresh)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	/* Direct producers (zd_evd_cq.h) out of the old ring first: they
+	 * fall back to their local rings until direct_off clears. */
+	atomic_store_explicit(&evd->direct_off, 1, memory_order_seq_cst);
+	/* seq_cst: the Dekker load of this side (zd_evd_cq.h); also acquire,
+	 * pairing with the producers' release leaving: their slots in the old
+	 * ring are published before we move it. */
+	while (atomic_load_explicit(&evd->direct_users, memory_order_seq_cst))
+		sched_yield();
 	old = evd->ring;
 	rcu_assign_pointer(evd->ring, fresh);
 	evd->quiet_upto = 0;  /* positions of the fresh ring */
 	/* After this no producer is inside the old ring; the consumer takes
 	 * what it holds before anything in the new one. */
 	synchronize_rcu();
+	/* release: pairs with the direct producers' acquire load of it. */
+	atomic_store_explicit(&evd->direct_off, 0, memory_order_release);
 	if (evd->draining) {
 		if (zd_ring_move(evd->draining, old) < 0) {
 			/* Events arrived since the check: keep them all. */

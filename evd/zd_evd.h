@@ -17,6 +17,7 @@
 #define ZD_EVD_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -63,6 +64,12 @@ struct zd_evd {
 	void *cq_priv;                    /* the device's CQ */
 	struct zd_evd *cno_next;          /* the CNO's list of EVDs */
 	uint64_t quiet_upto;              /* consumer: ring positions known quiet */
+
+	/* Direct producers (zd_evd_cq_post_direct): posters of device
+	 * completions that write into the ring without urcu-bp.  Its own
+	 * line: written by posters, read by dat_evd_resize only. */
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t direct_users;  /* inside the ring now */
+	_Atomic uint32_t direct_off;      /* dat_evd_resize in progress */
 };
 ZD_OBJ_FITS(EVD, struct zd_evd);
 

@@ -256,6 +256,28 @@ static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
 }
 
 /*
+ * Zero-copy enqueue of one event (multi-producer safe): claim a slot, fill
+ * its payload fields in place (event_number, evd_handle, event_data; the
+ * same fields and offsets as DAT_EVENT's), then zd_ring_publish.  NULL,
+ * leaving the ring untouched, if it is full.  Every claimed slot must be
+ * published, soon: the events claimed after it wait behind it.
+ */
+static inline struct zd_ring_slot *zd_ring_claim(struct zd_ring *r, uint64_t *pos)
+{
+	if (zd_unlikely(!zd_ring__claim(r, 1, pos)))
+		return NULL;
+	return &r->slots[*pos & r->mask];
+}
+
+static inline void zd_ring_publish(struct zd_ring_slot *s, uint64_t pos)
+{
+	/* release: pairs with the consumer's acquire load of seq: the
+	 * payload written in place is visible before the slot reads as
+	 * published. */
+	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+}
+
+/*
  * Enqueue n events as one contiguous run, all or nothing (multi-producer
  * safe). One CAS for the whole run; the consumer sees them in order with no
  * other producer's event in between. False if fewer than n slots are free
@@ -394,6 +416,25 @@ static inline bool zd_ring_peek_pos(const struct zd_ring *r, uint64_t pos, DAT_E
 		return false;
 	zd_ring__get(out, s);
 	return true;
+}
+
+/*
+ * Any thread: true when the consumer has taken every event claimed so far
+ * (head == tail).  For a producer choosing between this ring and a later
+ * stage (zd_evd_cq_post_direct): when it returns true, every event claimed
+ * here before the call (happens-before) was dropped by the consumer, and
+ * whatever the consumer did before that drop (e.g. forward the event to
+ * another ring) happens before the caller's next step.
+ */
+static inline bool zd_ring_drained(const struct zd_ring *r)
+{
+	/* acquire: pairs with the consumer's release store of head in
+	 * zd_ring_dequeue/_burst/zd_ring_drop. */
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+
+	/* relaxed: tail only grows; an event claimed before the call is
+	 * counted in it by coherence. */
+	return atomic_load_explicit(&r->tail, memory_order_relaxed) == h;
 }
 
 /* Consumer only: the position of the next event to take. */

@@ -57,6 +57,11 @@ static void zd_waiter_dekker(struct zd_waiter *w)
 		abort();
 }
 
+void zd_waiter_fence_heavy(struct zd_waiter *w)
+{
+	zd_waiter_dekker(w);
+}
+
 /* ---- futex ----------------------------------------------------------------- */
 
 /* The epoch half of the state word, as the futex's 32-bit address. */

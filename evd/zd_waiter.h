@@ -162,6 +162,25 @@ static inline void zd_waiter_notify(struct zd_waiter *w)
 #endif
 }
 
+/*
+ * The two halves of @w's Dekker barrier, for other flags that pair a hot
+ * side with a rare side the same way (a poller's "inside" flag against a
+ * writer that must wait it out): zd_waiter_fence_light on the hot side
+ * between its store and its load (a compiler barrier in asymmetric mode,
+ * else a seq_cst fence), zd_waiter_fence_heavy on the rare side between
+ * its store and its load (membarrier, else a seq_cst fence).  Not under
+ * ZD_TSAN (no fences there): use seq_cst RMWs and loads instead.
+ */
+static inline void zd_waiter_fence_light(const struct zd_waiter *w)
+{
+	if (w->flags & ZD_WAITER_FENCE)
+		atomic_thread_fence(memory_order_seq_cst);
+	else
+		atomic_signal_fence(memory_order_seq_cst);
+}
+
+void zd_waiter_fence_heavy(struct zd_waiter *w);
+
 /* Unconditional wake of every sleeper (no reason recorded). */
 static inline void zd_waiter_notify_all(struct zd_waiter *w)
 {

@@ -26,13 +26,20 @@ for ia in "$@"; do
 		exit 1
 	}
 	empty=$(echo "$out" | sed -n 's/.*empty_dequeues=\([0-9]*\).*/\1/p')
-	# Thread 1's dumps: part 1 is post+poll, part 2 the empty dequeues.
+	# Thread 1's dumps: part 1 is post+poll, part 2 the empty dequeues,
+	# part 3 empty counted windows (what the toggles themselves cost in
+	# each window; the post and the dequeue are one window each).
 	post=$(grep -h "^totals:" "$tmp"/cg."$ia".1-01 | awk '{print $2}')
 	idle=$(grep -h "^totals:" "$tmp"/cg."$ia".2-01 | awk '{print $2}')
-	awk -v ia="$ia" -v n="$iters" -v post="$post" -v idle="$idle" -v empty="$empty" 'BEGIN {
-		per_empty = idle / n
+	win=$(grep -h "^totals:" "$tmp"/cg."$ia".3-01 2>/dev/null | awk '{print $2}')
+	awk -v ia="$ia" -v n="$iters" -v post="$post" -v idle="$idle" -v empty="$empty" \
+	    -v win="${win:-0}" 'BEGIN {
+		per_win = win / n
+		per_empty = idle / n - per_win
 		printf "%s: %.0f instructions per 8-byte RDMA write post + completion poll " \
-		       "(%d empty polls of %.0f instructions each left out)\n",
-		       ia, (post - empty * per_empty) / n, empty, per_empty }'
+		       "(%d empty polls of %.0f instructions each and the toggles %.0f per " \
+		       "window left out)\n",
+		       ia, (post - empty * (per_empty + per_win)) / n - 2 * per_win, empty,
+		       per_empty, per_win }'
 	rm -f "$tmp"/cg."$ia"*
 done

@@ -26,7 +26,8 @@
  *    send completes when its data is in the target's memory (or eager ring).
  *  - Completions of the initiator's own DTOs go to a local MPSC ring of DAT
  *    events per CQ; cq_poll moves them, and the receive completions the peers
- *    produced, into the EVD ring.
+ *    produced, into the EVD ring.  Request completions go straight into the
+ *    EVD ring while the local ring is drained (zd_shm_cq.c).
  *
  * Everything a peer wrote is untrusted: indices are masked or bounds
  * checked, lengths checked, states compared with what this side expects.
@@ -40,11 +41,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
 #include "core/zd_compiler.h"
 #include "core/zd_device.h"
+#include "evd/zd_evd_cq.h"
 #include "evd/zd_ring.h"
 
 #define ZD_SHM_MAX_SEGS      16
@@ -58,6 +61,10 @@
 #define ZD_SHM_MR_ENTRIES    (1u << ZD_SHM_MR_INDEX_BITS)
 #define ZD_SHM_CHUNK_SLOTS   512
 #define ZD_SHM_NO_CHUNK      UINT32_MAX
+
+/* Device limits (zd_shm_dev.c), also held by the data path. */
+#define ZD_SHM_MAX_MESSAGE   (1u << 30)
+#define ZD_SHM_MAX_RDMA      (1u << 30)
 
 /* Eager ring of a QP: messages that found no receive posted. */
 #define ZD_SHM_EAGER_SLOTS   64
@@ -247,7 +254,12 @@ struct zd_shm_cq {
 	struct zd_evd *evd;
 	struct zd_shm_ia *sia;
 	struct zd_ring *local;            /* MPSC: this process's own completions */
-	struct zd_shm_qplist *_Atomic recv_qps;  /* RCU (urcu-bp) */
+	/* Receive QPs: copy-on-write, read by the poller only, which flags
+	 * itself in @polling around the walk (zd_shm_cq_poll); a writer
+	 * waits that out before freeing the old list (no urcu-bp read lock,
+	 * two library calls and two __tls_get_addr, on every poll). */
+	struct zd_shm_qplist *_Atomic recv_qps;
+	_Atomic uint32_t polling;
 	struct zd_shm_qplist *_Atomic send_qps;
 	_Atomic uint32_t backlog;         /* QPs of send_qps with queued sends */
 	struct zd_shm_cq *next;           /* sia->cqs */
@@ -390,6 +402,55 @@ void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_shm_peer *p);
 /* Local address of the peer's [raddr, raddr+len) through a chunk mapping or
  * identity (self); NULL when only cross-memory attach reaches it. */
 void *zd_shm_peer_ptr(struct zd_shm_peer *p, uint32_t chunk_slot, uint64_t raddr, uint64_t len);
+/* zd_shm_peer_ptr with the same-process case inline (the data path's). */
+static ZD_ALWAYS_INLINE void *zd_shm_peer_ptr_fast(struct zd_shm_peer *p, uint32_t chunk_slot,
+						   uint64_t raddr, uint64_t len)
+{
+	if (ZD_LIKELY(p->self))
+		return (void *)(uintptr_t)raddr;
+	return zd_shm_peer_ptr(p, chunk_slot, raddr, len);
+}
+
+/* Copies @len (> 0) bytes to peer memory we can address, the last byte
+ * last: a release store after every other byte (see zd_shm_peer_copy).
+ * Up to 17 bytes take two overlapping fixed-size loads and stores, no
+ * call. */
+static ZD_ALWAYS_INLINE void zd_shm_copy_to_peer(void *dst, const void *src, uint64_t len)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	uint64_t m = len - 1;   /* bytes before the last */
+
+	if (ZD_UNLIKELY(m > 16)) {
+		memcpy(d, s, m);
+	} else if (m >= 8) {
+		uint64_t a, b;
+
+		memcpy(&a, s, 8);
+		memcpy(&b, s + m - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + m - 8, &b, 8);
+	} else if (m >= 4) {
+		uint32_t a, b;
+
+		memcpy(&a, s, 4);
+		memcpy(&b, s + m - 4, 4);
+		memcpy(d, &a, 4);
+		memcpy(d + m - 4, &b, 4);
+	} else if (m >= 2) {
+		uint16_t a, b;
+
+		memcpy(&a, s, 2);
+		memcpy(&b, s + m - 2, 2);
+		memcpy(d, &a, 2);
+		memcpy(d + m - 2, &b, 2);
+	} else if (m == 1) {
+		d[0] = s[0];
+	}
+	/* release: every byte above is visible before the last. */
+	__atomic_store_n(d + m, s[m], __ATOMIC_RELEASE);
+}
+
 /* Copies between local segments and peer memory; 0 or -1 (peer gone). */
 int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *local, int nlocal,
 		     const struct zd_shm_seg *remote, int nremote);
@@ -402,13 +463,30 @@ DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth);
 void zd_shm_cq_destroy(struct zd_evd *evd);
 int zd_shm_cq_poll(struct zd_evd *evd, int budget);
 void zd_shm_cq_arm(struct zd_evd *evd);
-/* Copy-on-write change of an RCU list of QPs (caller serialises). */
-int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add);
+/* Copy-on-write change of an RCU list of QPs (caller serialises); with
+ * @polled, also waits out that CQ's poller (its recv_qps) before the old
+ * list goes. */
+int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add,
+			 struct zd_shm_cq *polled);
 int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
 void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
-/* A DTO completion of this process into @cq (any thread). */
+/* A DTO completion of this process into @cq (any thread), through the
+ * local ring: receive flushes, which must stay behind the receives still
+ * in the QPs' completion rings. */
 void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len, DAT_DTOS op);
+
+/* A request completion of this process into @cq (any thread): straight
+ * into the EVD ring when the local ring is drained (zd_evd_cq_post_direct
+ * has the ordering argument).  Request completions have no other source,
+ * so nothing of the same EP can wait elsewhere. */
+static ZD_ALWAYS_INLINE void zd_shm_cq_complete_req(struct zd_shm_cq *cq, struct zd_ep *ep,
+						    DAT_DTO_COOKIE cookie,
+						    DAT_DTO_COMPLETION_STATUS st,
+						    DAT_SEG_LENGTH len, DAT_DTOS op)
+{
+	zd_evd_cq_post_direct(cq->local, cq->evd, ep, cookie, st, len, op);
+}
 int zd_shm_waker_start(struct zd_shm_ia *sia);
 void zd_shm_waker_stop(struct zd_shm_ia *sia);
 

@@ -8,6 +8,11 @@
  *    QPs whose recv EVD this is (zd_shm_qp_reap), scanned in turn;
  *  - completions of this process's own DTOs (sends, RDMA, flushes), which
  *    any thread pushes into cq->local, an MPSC ring of DAT events.
+ * Request completions skip the first step while cq->local is drained: the
+ * poster writes them straight into evd->ring (zd_shm_cq_complete_req; the
+ * order argument is at zd_evd_cq_post_direct), so a dequeue finds them
+ * without polling.  Receive flushes keep to cq->local: they must stay
+ * behind the receives still waiting in the completion rings.
  *
  * Waking a sleeping consumer: local completions notify evd->waiter
  * directly.  A peer in another process cannot wake a private futex, so
@@ -23,6 +28,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -82,7 +88,28 @@ void zd_shm_cq_destroy(struct zd_evd *evd)
 	free(cq);
 }
 
-int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add)
+/* Waits until @cq's poller is not inside its walk of recv_qps, after the
+ * list was swapped.  Dekker with zd_shm_cq_poll: we stored the new list,
+ * then the heavy fence, then load polling; the poller stores polling,
+ * then the light fence, then loads the list.  Either it loads the new
+ * list, or we see it inside and wait for its release store leaving. */
+static void poller_wait(struct zd_shm_cq *cq)
+{
+#ifdef ZD_TSAN
+	/* seq_cst store (caller) and loads: the Dekker pair without fences. */
+	while (atomic_load_explicit(&cq->polling, memory_order_seq_cst))
+		sched_yield();
+#else
+	zd_waiter_fence_heavy(&cq->evd->waiter);
+	/* acquire: pairs with the poller's release store leaving the walk:
+	 * its reads of the old list and its QPs happen before our free. */
+	while (atomic_load_explicit(&cq->polling, memory_order_acquire))
+		sched_yield();
+#endif
+}
+
+int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add,
+			 struct zd_shm_cq *polled)
 {
 	struct zd_shm_qplist *old = atomic_load(head), *fresh;
 	uint32_t n = old ? old->n : 0, k = 0;
@@ -96,9 +123,15 @@ int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *
 	if (add)
 		fresh->qp[k++] = qp;
 	fresh->n = k;
-	rcu_assign_pointer(*head, fresh);
-	/* Pollers iterate under rcu_read_lock: wait them out before free. */
-	synchronize_rcu();
+	/* seq_cst: the store half of poller_wait's Dekker (release for
+	 * the list's contents). */
+	atomic_store_explicit(head, fresh, memory_order_seq_cst);
+	if (polled) {
+		poller_wait(polled);
+	} else {
+		/* Readers iterate under rcu_read_lock: wait them out. */
+		synchronize_rcu();
+	}
 	free(old);
 	return 0;
 }
@@ -108,7 +141,8 @@ int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 	int rc;
 
 	pthread_mutex_lock(&cq->sia->lock);
-	rc = zd_shm_qplist_change(recv ? &cq->recv_qps : &cq->send_qps, qp, true);
+	rc = recv ? zd_shm_qplist_change(&cq->recv_qps, qp, true, cq)
+		  : zd_shm_qplist_change(&cq->send_qps, qp, true, NULL);
 	pthread_mutex_unlock(&cq->sia->lock);
 	return rc;
 }
@@ -117,7 +151,10 @@ void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 {
 	pthread_mutex_lock(&cq->sia->lock);
 	/* On ENOMEM keep the QP listed; it is then a flushed, empty QP. */
-	zd_shm_qplist_change(recv ? &cq->recv_qps : &cq->send_qps, qp, false);
+	if (recv)
+		zd_shm_qplist_change(&cq->recv_qps, qp, false, cq);
+	else
+		zd_shm_qplist_change(&cq->send_qps, qp, false, NULL);
 	pthread_mutex_unlock(&cq->sia->lock);
 }
 
@@ -141,11 +178,22 @@ int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 	if (ZD_UNLIKELY(!cq))
 		return 0;
 	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed)) {
-		rcu_read_lock();
-		l = rcu_dereference(cq->recv_qps);
+		/* Inside the walk: a writer swapping recv_qps waits until we
+		 * leave before it frees the old list (poller_wait). */
+#ifdef ZD_TSAN
+		atomic_exchange_explicit(&cq->polling, 1, memory_order_seq_cst);
+		l = atomic_load_explicit(&cq->recv_qps, memory_order_seq_cst);
+#else
+		atomic_store_explicit(&cq->polling, 1, memory_order_relaxed);
+		/* The light half of the Dekker pair (poller_wait). */
+		zd_waiter_fence_light(&evd->waiter);
+		/* acquire: pairs with the writer's store of the list. */
+		l = atomic_load_explicit(&cq->recv_qps, memory_order_acquire);
+#endif
 		for (uint32_t i = 0; l && i < l->n && n < budget; i++)
 			n += zd_shm_qp_reap(l->qp[i], budget - n);
-		rcu_read_unlock();
+		/* release: our reads of the list and its QPs are done. */
+		atomic_store_explicit(&cq->polling, 0, memory_order_release);
 	}
 	if (ZD_UNLIKELY(atomic_load_explicit(&cq->backlog, memory_order_relaxed))) {
 		rcu_read_lock();

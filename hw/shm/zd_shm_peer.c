@@ -236,6 +236,22 @@ int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *lo
 
 	if (nremote > ZD_SHM_MAX_SEGS || nlocal > ZD_SHM_MAX_SEGS || nlocal < 0)
 		return -1;
+	/* The common case: one local segment into (or from) the first remote
+	 * one, which a pointer reaches: no iovecs, a fixed-size copy when
+	 * small, the last byte last as below. */
+	if (ZD_LIKELY(nlocal == 1 && nremote >= 1 && local_in[0].iov_len != 0 &&
+		      local_in[0].iov_len <= remote[0].len)) {
+		size_t len = local_in[0].iov_len;
+		void *ptr = zd_shm_peer_ptr_fast(p, remote[0].chunk_slot, remote[0].addr, len);
+
+		if (ZD_LIKELY(ptr != NULL)) {
+			if (to_peer)
+				zd_shm_copy_to_peer(ptr, local_in[0].iov_base, len);
+			else
+				memcpy(local_in[0].iov_base, ptr, len);
+			return 0;
+		}
+	}
 	if (nlocal > 0)
 		memcpy(local, local_in, (size_t)nlocal * sizeof(local[0]));
 	for (int i = 0; i < nlocal; i++)

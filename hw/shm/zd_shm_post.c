@@ -11,7 +11,14 @@
  *    slot, the copy as above (or a memcpy into the eager ring), a release
  *    store of the completion ring tail, and a fence plus one load of the
  *    target's "armed" flag (a futex wake only when its consumer sleeps);
- *  - completion: one MPSC ring enqueue and one waiter load.
+ *  - completion: written in place into the request EVD's ring when the
+ *    CQ's local ring is drained (zd_evd_cq_post_direct), else one local
+ *    MPSC ring enqueue; then one waiter load.  Nothing at all for a
+ *    suppressed or unsignalled success.
+ * The common RDMA (one segment, a target memcpy reaches) has its own path,
+ * post_rdma, with no iovec and a fixed-size copy for small messages
+ * (zd_shm_copy_to_peer, last byte last); instructions per 8-byte RDMA
+ * write post plus dequeue of its completion: tools/instr_count.sh.
  * A send that finds neither a receive nor eager room is queued (RNR) and
  * retried by the next post or progress of the request EVD; later DTOs of
  * the EP queue behind it, so every DTO of an EP executes in post order.
@@ -39,37 +46,45 @@ static inline void qp_set_error(struct zd_shm_qp *qp)
 	atomic_store_explicit(&qp->error, 1, memory_order_relaxed);
 }
 
-static inline void req_complete(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie, int st,
-				uint64_t len, DAT_DTOS op, DAT_COMPLETION_FLAGS flags)
+static ZD_ALWAYS_INLINE void req_complete(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie, int st,
+					  uint64_t len, DAT_DTOS op, DAT_COMPLETION_FLAGS flags)
 {
 	if (ZD_UNLIKELY(!qp->req_cq))
 		return;
+	/* Suppressed and unsignalled successes cost nothing more. */
 	if (ZD_LIKELY(st == DAT_DTO_SUCCESS) &&
+	    ZD_UNLIKELY(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG)) &&
 	    ((flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
-	     ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
-	      (qp->ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))))
+	     (qp->ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG)))
 		return;
-	zd_shm_cq_complete(qp->req_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st,
-			   (DAT_SEG_LENGTH)len, op);
+	zd_shm_cq_complete_req(qp->req_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st,
+			       (DAT_SEG_LENGTH)len, op);
+}
+
+/* One local segment (length > 0): key, bounds, access and PZ. */
+static ZD_ALWAYS_INLINE bool local_seg_ok(const struct zd_shm_qp *qp,
+					  const DAT_LMR_TRIPLET *iov, uint32_t need)
+{
+	struct zd_shm_mr_view v;
+
+	return zd_shm_mr_read(qp->sia->sh->mr, iov->lmr_context, &v) &&
+	       zd_shm_mr_allows(&v, iov->virtual_address, iov->segment_length, need, qp->pz_id);
 }
 
 /* Local segments -> iovecs, checking key, bounds, access and PZ. */
 static inline bool local_segs(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 			      uint32_t need, struct iovec *out, uint64_t *total)
 {
-	const struct zd_shm_mr_entry *tab = qp->sia->sh->mr;
 	uint64_t sum = 0;
 
 	for (DAT_COUNT i = 0; i < n; i++) {
-		struct zd_shm_mr_view v;
 		uint64_t len = iov[i].segment_length;
 
 		out[i].iov_base = (void *)(uintptr_t)iov[i].virtual_address;
 		out[i].iov_len = len;
 		if (len == 0)
 			continue;
-		if (ZD_UNLIKELY(!zd_shm_mr_read(tab, iov[i].lmr_context, &v) ||
-				!zd_shm_mr_allows(&v, iov[i].virtual_address, len, need, qp->pz_id)))
+		if (ZD_UNLIKELY(!local_seg_ok(qp, &iov[i], need)))
 			return false;
 		sum += len;
 	}
@@ -106,39 +121,78 @@ bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
 
 /* ---- RDMA ---- */
 
-static int exec_rdma(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
+/* The general copy: several local segments, or a target only
+ * process_vm_writev/readv reaches.  Out of line: the common case is one
+ * segment through memcpy (exec_rdma). */
+static __attribute__((noinline)) int rdma_copy_sg(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
+						  const DAT_LMR_TRIPLET *iov,
+						  const struct zd_shm_seg *rseg)
 {
-	bool write = wr->op == DAT_DTO_RDMA_WRITE;
 	struct iovec liov[ZD_SHM_MAX_SEGS];
+
+	for (DAT_COUNT i = 0; i < n; i++) {
+		liov[i].iov_base = (void *)(uintptr_t)iov[i].virtual_address;
+		liov[i].iov_len = iov[i].segment_length;
+	}
+	if (ZD_UNLIKELY(zd_shm_peer_copy(qp->peer, write, liov, (int)n, rseg, 1) != 0))
+		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
+	return DAT_DTO_SUCCESS;
+}
+
+static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
+				      const DAT_LMR_TRIPLET *iov,
+				      const DAT_RMR_TRIPLET *remote, uint64_t *done)
+{
+	const uint32_t lneed = write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
 	struct zd_shm_mr_view v;
 	struct zd_shm_seg rseg;
-	uint64_t total;
+	uint64_t total = 0;
 
-	if (ZD_UNLIKELY(!local_segs(qp, wr->n, wr->iov,
-				    write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
-				    liov, &total)))
-		return DAT_DTO_ERR_LOCAL_PROTECTION;
-	if (ZD_UNLIKELY(total > wr->remote.segment_length ||
-			total > qp->ep->obj.ia->limits.max_rdma_size))
+	if (ZD_LIKELY(n == 1)) {
+		total = iov->segment_length;
+		if (ZD_UNLIKELY(total != 0 && !local_seg_ok(qp, iov, lneed)))
+			return DAT_DTO_ERR_LOCAL_PROTECTION;
+	} else {
+		for (DAT_COUNT i = 0; i < n; i++) {
+			if (iov[i].segment_length == 0)
+				continue;
+			if (ZD_UNLIKELY(!local_seg_ok(qp, &iov[i], lneed)))
+				return DAT_DTO_ERR_LOCAL_PROTECTION;
+			total += iov[i].segment_length;
+		}
+	}
+	if (ZD_UNLIKELY(total > remote->segment_length || total > ZD_SHM_MAX_RDMA))
 		return DAT_DTO_ERR_LOCAL_LENGTH;
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
 		return DAT_DTO_ERR_FLUSHED;
 	/* The target's own table, the target QP's PZ: both as the target
 	 * published them; a lying target only hurts itself. */
-	if (ZD_UNLIKELY(!zd_shm_mr_read(qp->peer->ia->mr, wr->remote.rmr_context, &v) ||
-			!zd_shm_mr_allows(&v, wr->remote.virtual_address, total ? total : 1,
+	if (ZD_UNLIKELY(!zd_shm_mr_read(qp->peer->ia->mr, remote->rmr_context, &v) ||
+			!zd_shm_mr_allows(&v, remote->virtual_address, total ? total : 1,
 					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
 						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		return DAT_DTO_ERR_REMOTE_ACCESS;
 	*done = total;
-	if (total == 0)
+	if (ZD_UNLIKELY(total == 0))
 		return DAT_DTO_SUCCESS;
-	rseg.addr = wr->remote.virtual_address;
+	if (ZD_LIKELY(n == 1)) {
+		/* Same process, or the target lies in a pool chunk we mapped. */
+		void *p = zd_shm_peer_ptr_fast(qp->peer, v.chunk_slot, remote->virtual_address,
+					       total);
+		void *l = (void *)(uintptr_t)iov->virtual_address;
+
+		if (ZD_LIKELY(p != NULL)) {
+			if (write)
+				zd_shm_copy_to_peer(p, l, total);
+			else
+				memcpy(l, p, total);
+			return DAT_DTO_SUCCESS;
+		}
+	}
+	rseg.addr = remote->virtual_address;
 	rseg.len = (uint32_t)total;
 	rseg.chunk_slot = v.chunk_slot;
-	if (ZD_UNLIKELY(zd_shm_peer_copy(qp->peer, write, liov, (int)wr->n, &rseg, 1) != 0))
-		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
-	return DAT_DTO_SUCCESS;
+	return rdma_copy_sg(qp, write, n, iov, &rseg);
 }
 
 /* ---- send ---- */
@@ -163,7 +217,8 @@ static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int 
 								 : ZD_SHM_ARMED_ANY);
 }
 
-static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
+static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+		     DAT_COMPLETION_FLAGS flags, uint64_t *done)
 {
 	struct zd_shm_qp_shared *r = qp->remote;
 	struct iovec liov[ZD_SHM_MAX_SEGS];
@@ -173,9 +228,9 @@ static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t 
 	uint32_t nseg, tag = 0;
 	int st = DAT_DTO_SUCCESS, rst = DAT_DTO_SUCCESS;
 
-	if (ZD_UNLIKELY(!local_segs(qp, wr->n, wr->iov, ZD_SHM_LOCAL_READ, liov, &total)))
+	if (ZD_UNLIKELY(!local_segs(qp, n, iov, ZD_SHM_LOCAL_READ, liov, &total)))
 		return DAT_DTO_ERR_LOCAL_PROTECTION;
-	if (ZD_UNLIKELY(total > qp->ep->obj.ia->limits.max_message_size))
+	if (ZD_UNLIKELY(total > ZD_SHM_MAX_MESSAGE))
 		return DAT_DTO_ERR_LOCAL_LENGTH;
 	if (ZD_UNLIKELY(atomic_load_explicit(&r->error, memory_order_relaxed)))
 		return DAT_DTO_ERR_FLUSHED;
@@ -223,7 +278,7 @@ static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t 
 			rst = DAT_DTO_ERR_LOCAL_LENGTH;
 		} else {
 			memcpy(segs, slot->seg, nseg * sizeof(segs[0]));
-			if (zd_shm_peer_copy(qp->peer, true, liov, (int)wr->n, segs, (int)nseg) != 0) {
+			if (zd_shm_peer_copy(qp->peer, true, liov, (int)n, segs, (int)nseg) != 0) {
 				st = DAT_DTO_ERR_REMOTE_RESPONDER;
 				rst = DAT_DTO_ERR_LOCAL_PROTECTION;
 			}
@@ -233,7 +288,7 @@ static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t 
 		atomic_compare_exchange_strong_explicit(&slot->state, &w,
 				zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_DONE),
 				memory_order_release, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, wr->flags);
+		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, flags);
 	} else {
 		uint8_t *dst;
 		uint64_t off = 0;
@@ -241,25 +296,38 @@ static int exec_send(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t 
 		if (total > qp->r_eager_size || qp->eager_tail - eager_head >= qp->r_eager_slots)
 			return ZD_SHM_RNR;
 		dst = qp->reager + (qp->eager_tail & (qp->r_eager_slots - 1)) * qp->r_eager_size;
-		for (DAT_COUNT i = 0; i < wr->n; i++) {
+		for (DAT_COUNT i = 0; i < n; i++) {
 			memcpy(dst + off, liov[i].iov_base, liov[i].iov_len);
 			off += liov[i].iov_len;
 		}
 		qp->eager_tail++;
 		atomic_store_explicit(&r->eager_tail, qp->eager_tail, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, wr->flags);
+		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, flags);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;
 	return st;
 }
 
-static int exec_wr(struct zd_shm_qp *qp, const struct zd_shm_wr *wr, uint64_t *done)
+/* Executes one request from the caller's arrays (a post) or a queued copy. */
+static ZD_ALWAYS_INLINE int exec_op(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n,
+				    const DAT_LMR_TRIPLET *iov, const DAT_RMR_TRIPLET *remote,
+				    DAT_COMPLETION_FLAGS flags, uint64_t *done)
 {
 	*done = 0;
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote))
 		return DAT_DTO_ERR_FLUSHED;
-	return wr->op == DAT_DTO_SEND ? exec_send(qp, wr, done) : exec_rdma(qp, wr, done);
+	if (op == DAT_DTO_SEND)
+		return exec_send(qp, n, iov, flags, done);
+	if (op == DAT_DTO_RDMA_WRITE)
+		return exec_rdma(qp, true, n, iov, remote, done);
+	return exec_rdma(qp, false, n, iov, remote, done);
+}
+
+static __attribute__((noinline)) int exec_wr(struct zd_shm_qp *qp, const struct zd_shm_wr *wr,
+					     uint64_t *done)
+{
+	return exec_op(qp, wr->op, wr->n, wr->iov, &wr->remote, wr->flags, done);
 }
 
 /* ---- queued requests (RNR) ---- */
@@ -326,9 +394,9 @@ void zd_shm_qp_progress_sq(struct zd_shm_qp *qp)
 	atomic_store_explicit(&qp->sq_busy, 0, memory_order_release);
 }
 
-static DAT_RETURN sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n,
-			  const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-			  const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+static __attribute__((noinline)) DAT_RETURN
+sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+	DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
 {
 	uint64_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
 	struct zd_shm_wr *wr;
@@ -351,30 +419,23 @@ static DAT_RETURN sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n,
 	return DAT_SUCCESS;
 }
 
-static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n,
-				      const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-				      const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+static ZD_ALWAYS_INLINE DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n,
+						 const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+						 const DAT_RMR_TRIPLET *remote,
+						 DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
-	struct zd_shm_wr wr;
-	uint64_t done = 0;
+	uint64_t done;
 	int st;
 
 	if (ZD_UNLIKELY(!qp))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+	/* Requests queued (RNR) before this one: it waits behind them. */
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
 			atomic_load_explicit(&qp->sq_head, memory_order_acquire)))
 		return sq_push(qp, op, n, iov, cookie, remote, flags);
 	/* Executes from the caller's arrays; copied only if it must wait. */
-	wr.op = op;
-	wr.n = n;
-	wr.cookie = cookie;
-	wr.flags = flags;
-	if (remote)
-		wr.remote = *remote;
-	if (ZD_LIKELY(n > 0 && n <= ZD_SHM_MAX_SEGS))
-		memcpy(wr.iov, iov, (size_t)n * sizeof(*iov));
-	st = exec_wr(qp, &wr, &done);
+	st = exec_op(qp, op, n, iov, remote, flags, &done);
 	if (ZD_UNLIKELY(st == ZD_SHM_RNR))
 		return sq_push(qp, op, n, iov, cookie, remote, flags);
 	if (ZD_UNLIKELY(st != DAT_DTO_SUCCESS))
@@ -389,18 +450,78 @@ DAT_RETURN zd_shm_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
 }
 
+static __attribute__((noinline)) DAT_RETURN
+post_rdma_any(struct zd_ep *ep, bool write, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+	      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+{
+	if (write)
+		return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags);
+	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags);
+}
+
+/*
+ * The common RDMA: one segment of 1..max bytes, nothing queued, no error,
+ * every check passing and a target memcpy reaches (same process, or a pool
+ * chunk we mapped).  Only reads until the copy: whatever else (an error to
+ * report, no segment, several, a target only process_vm_writev reaches)
+ * starts over in post_request, which makes the same checks and reports.
+ * Keeping this path free of the general one keeps it short (few registers
+ * to save, no iovecs).
+ */
+static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_COUNT n,
+					     const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					     const DAT_RMR_TRIPLET *remote,
+					     DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_shm_qp *qp = ep->dev_priv;
+	struct zd_shm_mr_view v;
+	uint64_t len;
+	void *p;
+
+	if (ZD_UNLIKELY(!qp || n != 1))
+		goto any;
+	len = iov->segment_length;
+	/* acquire (sq_head): as in post_request. */
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
+			atomic_load_explicit(&qp->sq_head, memory_order_acquire) ||
+			atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote ||
+			len - 1 >= ZD_SHM_MAX_RDMA || len > remote->segment_length))
+		goto any;
+	if (ZD_UNLIKELY(!local_seg_ok(qp, iov, write ? ZD_SHM_LOCAL_READ
+						     : DAT_MEM_PRIV_LOCAL_WRITE_FLAG) ||
+			atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
+		goto any;
+	if (ZD_UNLIKELY(!zd_shm_mr_read(qp->peer->ia->mr, remote->rmr_context, &v) ||
+			!zd_shm_mr_allows(&v, remote->virtual_address, len,
+					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
+						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
+		goto any;
+	p = zd_shm_peer_ptr_fast(qp->peer, v.chunk_slot, remote->virtual_address, len);
+	if (ZD_UNLIKELY(!p))
+		goto any;
+	if (write)
+		zd_shm_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
+	else
+		memcpy((void *)(uintptr_t)iov->virtual_address, p, len);
+	req_complete(qp, cookie, DAT_DTO_SUCCESS, len,
+		     write ? DAT_DTO_RDMA_WRITE : DAT_DTO_RDMA_READ, flags);
+	return DAT_SUCCESS;
+any:
+	return post_rdma_any(ep, write, n, iov, cookie, remote, flags);
+}
+
 DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				  DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags);
+	return post_rdma(ep, true, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				 DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags);
+	return post_rdma(ep, false, n, iov, cookie, remote, flags);
 }
 
 /* ---- receive ---- */

@@ -380,8 +380,13 @@ static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
 		.transfered_length = st == DAT_DTO_SUCCESS ? len : 0,
 		.operation = DAT_DTO_RECEIVE,
 	};
-	/* cq_poll's budget is the room in the ring. */
-	zd_ring_enqueue(evd->ring, &ev);
+	/* cq_poll's budget was the room in the ring, but request completions
+	 * posted directly (zd_shm_cq_complete_req) may have taken some since:
+	 * then it spills (overflow semantics), never drops, and later ones
+	 * follow it into the spill list. */
+	if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_relaxed) ||
+			!zd_ring_enqueue(evd->ring, &ev)))
+		zd_evd_post(evd, &ev, 1);
 }
 
 /* Copies an eager message into a receive slot this process posted (its

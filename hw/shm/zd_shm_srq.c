@@ -152,7 +152,7 @@ int zd_shm_srq_attach(struct zd_shm_srq *s, struct zd_shm_qp *qp, bool add)
 	int rc;
 
 	pthread_mutex_lock(&sia->lock);
-	rc = zd_shm_qplist_change(&s->qps, qp, add);
+	rc = zd_shm_qplist_change(&s->qps, qp, add, NULL);
 	pthread_mutex_unlock(&sia->lock);
 	return rc;
 }
