@@ -1,8 +1,11 @@
 /*
  * CQs of the mlx5 device, one per DTO EVD: creation through the backend,
- * and the data path's poll (CQEs straight into DAT events in the EVD
- * ring) and arm (zdapl writes the arm doorbell; never ibv_req_notify_cq).
+ * and the data path's poll (CQEs straight into DAT events, written in place
+ * in the EVD ring's slots) and arm (zdapl writes the arm doorbell; never
+ * ibv_req_notify_cq).  zd_mlx5_cq_poll takes one successful requester CQE
+ * straight through; every other case goes to the general loop.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "core/zd_ia.h"
@@ -69,27 +72,91 @@ void zd_mlx5_cq_destroy(struct zd_evd *evd)
 	free(cq);
 }
 
+/* The ring had no room after all (an EVD shared with other producers,
+ * e.g. DTO and connection events in one, may fill under cq_poll's
+ * budget): zd_evd_post spills, never drops. */
+static __attribute__((noinline)) void dto_event_spill(struct zd_evd *evd,
+						      const DAT_DTO_COMPLETION_EVENT_DATA *d,
+						      bool solicited)
+{
+	DAT_EVENT ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	zd_evd_ev_set_solicited(&ev, solicited);
+	ev.evd_handle = evd;
+	ev.event_data.dto_completion_event_data = *d;
+	zd_evd_post(evd, &ev, 1);
+}
+
+/* The pairs put2x32 writes (and the mark of zd_evd_ev_set_solicited: the
+ * 32 bits after event_number). */
+_Static_assert(sizeof(DAT_EVENT_NUMBER) == 4 &&
+	       offsetof(DAT_EVENT, evd_handle) == 8 &&
+	       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, transfered_length) ==
+	       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, status) + 4 &&
+	       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, rmr_context) ==
+	       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, operation) + 4 &&
+	       sizeof(DAT_DTO_COMPLETION_STATUS) == 4 && sizeof(DAT_DTOS) == 4 &&
+	       sizeof(DAT_SEG_LENGTH) == 4 && sizeof(DAT_RMR_CONTEXT) == 4,
+	       "DTO event fields paired by put2x32");
+
+/* Two adjacent 32-bit fields (@lo first in memory) as one 64-bit store. */
+static ZD_ALWAYS_INLINE void put2x32(void *p, uint32_t lo, uint32_t hi)
+{
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+	uint64_t v = (uint64_t)hi << 32 | lo;
+#else
+	uint64_t v = (uint64_t)lo << 32 | hi;
+#endif
+
+	memcpy(p, &v, sizeof(v));
+}
+
+/* The payload of a DTO completion event, in place in a claimed ring slot. */
+static ZD_ALWAYS_INLINE void dto_fill(struct zd_ring_slot *s, struct zd_evd *evd, struct zd_ep *ep,
+				      DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
+				      uint32_t len, DAT_DTOS op, bool solicited)
+{
+	DAT_DTO_COMPLETION_EVENT_DATA *d = &s->event_data.dto_completion_event_data;
+
+	/* Three of the seven words as pairs of 32-bit fields: event number
+	 * and the solicited mark, status and length, operation and
+	 * rmr_context (0). */
+	put2x32(s, DAT_DTO_COMPLETION_EVENT, solicited ? ZD_EVD_SOLICITED_MAGIC : 0);
+	s->evd_handle = evd;
+	d->ep_handle = ep;
+	d->user_cookie = cookie;
+	put2x32(&d->status, st, st == DAT_DTO_SUCCESS ? len : 0);
+	put2x32(&d->operation, op, 0);
+}
+
+/* One DTO completion event, written in place into the EVD ring's slot
+ * (zd_ring_claim/zd_ring_publish: no DAT_EVENT built and copied). */
 static ZD_ALWAYS_INLINE void dto_event(struct zd_evd *evd, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 				       DAT_DTO_COMPLETION_STATUS st, uint32_t len, DAT_DTOS op,
 				       bool solicited)
 {
-	DAT_EVENT ev;
+	uint64_t pos;
+	struct zd_ring_slot *s = zd_ring_claim(evd->ring, &pos);
 
-	ev.event_number = DAT_DTO_COMPLETION_EVENT;
-	zd_evd_ev_set_solicited(&ev, solicited);
-	ev.evd_handle = evd;
-	ev.event_data.dto_completion_event_data.ep_handle = ep;
-	ev.event_data.dto_completion_event_data.user_cookie = cookie;
-	ev.event_data.dto_completion_event_data.status = st;
-	ev.event_data.dto_completion_event_data.transfered_length = st == DAT_DTO_SUCCESS ? len : 0;
-	ev.event_data.dto_completion_event_data.operation = op;
-	ev.event_data.dto_completion_event_data.rmr_context = 0;
-	/* cq_poll's budget is the room in the ring: this cannot fail. */
-	zd_ring_enqueue(evd->ring, &ev);
+	if (ZD_UNLIKELY(!s)) {
+		const DAT_DTO_COMPLETION_EVENT_DATA dd = {
+			.ep_handle = ep, .user_cookie = cookie, .status = st,
+			.transfered_length = st == DAT_DTO_SUCCESS ? len : 0, .operation = op,
+		};
+
+		dto_event_spill(evd, &dd, solicited);
+		return;
+	}
+	dto_fill(s, evd, ep, cookie, st, len, op, solicited);
+	zd_ring_publish(s, pos);
 }
 
-/* One CQE -> 0 or 1 DAT events. */
-static ZD_ALWAYS_INLINE int cqe_handle(struct zd_mlx5_cq_obj *cq, struct mlx5_cqe64 *cqe)
+/* Every CQE but a successful requester one: errors, receives, CQEs of
+ * unknown QPs.  One CQE -> 0 or 1 DAT events. */
+static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
+						     struct mlx5_cqe64 *cqe)
 {
 	struct zd_mlx5_cqe_info ci;
 	struct zd_mlx5_qp *qp;
@@ -130,18 +197,38 @@ static ZD_ALWAYS_INLINE int cqe_handle(struct zd_mlx5_cq_obj *cq, struct mlx5_cq
 	return 1;
 }
 
-int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
+/*
+ * A successful requester CQE -> 0 or 1 DAT events: only its QPN and
+ * wqe_counter are read, the cookie is found by index (zd_mlx5_sq_retire).
+ */
+static ZD_ALWAYS_INLINE int cqe_req_ok(struct zd_mlx5_cq_obj *cq, const struct mlx5_cqe64 *cqe)
 {
-	struct zd_mlx5_cq_obj *cq = evd->cq_priv;
-	struct mlx5_cqe64 *cqe;
-	uint32_t pass;
-	int n = 0;
+	struct zd_mlx5_qp *qp = zd_mlx5_qp_lookup(cq->dev, be32toh(cqe->sop_drop_qpn) & 0xffffff);
+	struct zd_mlx5_sq_wr *wr;
 
-	if (ZD_UNLIKELY(!cq || budget <= 0) || !(cqe = zd_mlx5_cq_next(&cq->q)))
-		return 0;
-	/* A counted pass: QPs looked up in it stay allocated until it ends
-	 * (zd_mlx5_sync_pollers). */
-	pass = atomic_load_explicit(&cq->pass, memory_order_relaxed);
+	if (ZD_UNLIKELY(!qp))
+		return 0;  /* a QP destroyed (or reset) since: drop */
+	wr = zd_mlx5_sq_retire(&qp->sq, be16toh(cqe->wqe_counter));
+	if (!(wr->flags & ZD_MLX5_WR_EVENT))
+		return 0;  /* suppressed, or signaled only to free the SQ */
+	dto_event(cq->evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
+	return 1;
+}
+
+static ZD_ALWAYS_INLINE int cqe_handle(struct zd_mlx5_cq_obj *cq, struct mlx5_cqe64 *cqe,
+				       uint8_t op_own)
+{
+	if (ZD_LIKELY((op_own >> 4) == MLX5_CQE_REQ))
+		return cqe_req_ok(cq, cqe);
+	return cqe_handle_slow(cq, cqe);
+}
+
+/* Opens a counted pass: QPs looked up in it stay allocated until it ends
+ * (zd_mlx5_sync_pollers).  The poller is the counter's only writer. */
+static ZD_ALWAYS_INLINE void pass_begin(struct zd_mlx5_cq_obj *cq)
+{
+	uint32_t pass = atomic_load_explicit(&cq->pass, memory_order_relaxed);
+
 	atomic_store_explicit(&cq->pass, pass + 1, memory_order_relaxed);
 	/* The odd count is visible before the table is read: pairs with the
 	 * membarrier (or fence) in zd_mlx5_sync_pollers. */
@@ -149,15 +236,74 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 		atomic_thread_fence(memory_order_seq_cst);
 	else
 		atomic_signal_fence(memory_order_seq_cst);
-	do {
-		cq->q.ci++;
-		n += cqe_handle(cq, cqe);
-	} while (n < budget && (cqe = zd_mlx5_cq_next(&cq->q)) != NULL);
+}
+
+static ZD_ALWAYS_INLINE int pass_end(struct zd_mlx5_cq_obj *cq, int n)
+{
+	uint32_t pass = atomic_load_explicit(&cq->pass, memory_order_relaxed);
+
 	/* release: our reads of QPs are done before the destroyer sees the
 	 * pass end. */
-	atomic_store_explicit(&cq->pass, pass + 2, memory_order_release);
+	atomic_store_explicit(&cq->pass, pass + 1, memory_order_release);
 	zd_mlx5_cq_update_ci(&cq->q);
 	return n;
+}
+
+/* The rest of a pass after its first CQE (@n events so far): the general
+ * loop, out of line so the one-CQE case stays a leaf. */
+static __attribute__((noinline)) int cq_poll_more(struct zd_mlx5_cq_obj *cq, int budget, int n)
+{
+	struct mlx5_cqe64 *cqe;
+	uint8_t op_own;
+
+	while (n < budget && (cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)) != NULL) {
+		cq->q.ci++;
+		n += cqe_handle(cq, cqe, op_own);
+	}
+	return pass_end(cq, n);
+}
+
+/*
+ * The latency case -- the next CQE is a successful requester one that
+ * wants an event and the ring has room -- straight through, with only tail
+ * calls out: only the CQE's QPN and wqe_counter are read, the cookie is
+ * found by index, the event is written in place into the ring slot.
+ * Anything else (and whatever follows the first CQE) goes to the general
+ * loop, which takes the CQE from the start: nothing of it was consumed.
+ */
+int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
+{
+	struct zd_mlx5_cq_obj *cq = evd->cq_priv;
+	struct mlx5_cqe64 *cqe;
+	struct zd_mlx5_qp *qp;
+	struct zd_mlx5_sq_wr *wr;
+	struct zd_ring_slot *s;
+	uint64_t pos;
+	uint16_t wc;
+	uint8_t op_own;
+
+	if (ZD_UNLIKELY(!cq || budget <= 0) || !(cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)))
+		return 0;
+	pass_begin(cq);
+	if (ZD_UNLIKELY((op_own >> 4) != MLX5_CQE_REQ))
+		return cq_poll_more(cq, budget, 0);
+	qp = zd_mlx5_qp_lookup(cq->dev, be32toh(cqe->sop_drop_qpn) & 0xffffff);
+	if (ZD_UNLIKELY(!qp))
+		return cq_poll_more(cq, budget, 0);
+	wc = be16toh(cqe->wqe_counter);
+	wr = &qp->sq.wr[wc & qp->sq.mask];
+	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT)))
+		return cq_poll_more(cq, budget, 0);
+	s = zd_ring_claim(evd->ring, &pos);
+	if (ZD_UNLIKELY(!s))
+		return cq_poll_more(cq, budget, 0);
+	cq->q.ci++;
+	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	dto_fill(s, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
+	zd_ring_publish(s, pos);
+	if (ZD_UNLIKELY(budget > 1 && zd_mlx5_cq_next_own(&cq->q, &op_own)))
+		return cq_poll_more(cq, budget, 1);
+	return pass_end(cq, 1);
 }
 
 void zd_mlx5_cq_arm_op(struct zd_evd *evd)

@@ -28,6 +28,7 @@
 
 struct zd_mlx5_cq {
 	uint8_t *buf;
+	uint8_t *cqe64;               /* buf + cqe64_off: struct mlx5_cqe64 of CQE 0 */
 	uint32_t cqe_cnt;
 	uint32_t mask;
 	uint32_t cqe_shift;           /* log2(cqe_size) */
@@ -42,19 +43,31 @@ struct zd_mlx5_cq {
 /* zd_mlx5_queue.c: 0 or -EINVAL (sizes not powers of two, cqe_size < 64). */
 int zd_mlx5_cq_init(struct zd_mlx5_cq *cq, const struct zd_mlx5_cq_desc *d);
 
-/* The next CQE if the device handed it over, else NULL. */
-static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next(const struct zd_mlx5_cq *cq)
+/* The next CQE if the device handed it over, else NULL; @op_own: its
+ * opcode and owner byte (read once, before the barrier). */
+static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next_own(const struct zd_mlx5_cq *cq,
+							       uint8_t *op_own)
 {
-	struct mlx5_cqe64 *cqe = (void *)(cq->buf + ((size_t)(cq->ci & cq->mask) << cq->cqe_shift) +
-					  cq->cqe64_off);
-	uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+	const uint32_t ci = cq->ci;
+	struct mlx5_cqe64 *cqe = (void *)(cq->cqe64 + ((size_t)(ci & cq->mask) << cq->cqe_shift));
+	uint8_t v = *(volatile uint8_t *)&cqe->op_own;
 
-	if ((op_own >> 4) == MLX5_CQE_INVALID ||
-	    (op_own & MLX5_CQE_OWNER_MASK) != !!(cq->ci & cq->cqe_cnt))
+	/* Opcode MLX5_CQE_INVALID (as created: v >= 0xf0), or the owner bit
+	 * of another pass. */
+	if (v >= (MLX5_CQE_INVALID << 4) || (v & MLX5_CQE_OWNER_MASK) != !!(ci & cq->cqe_cnt))
 		return NULL;
 	/* The owner bit is read before the rest of the CQE. */
 	zd_udma_from_device_barrier();
+	*op_own = v;
 	return cqe;
+}
+
+/* The next CQE if the device handed it over, else NULL. */
+static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next(const struct zd_mlx5_cq *cq)
+{
+	uint8_t op_own;
+
+	return zd_mlx5_cq_next_own(cq, &op_own);
 }
 
 /* Hands every CQE before ci back to the device. */

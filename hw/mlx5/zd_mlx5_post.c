@@ -4,6 +4,10 @@
  * checked the handle, the EP state and the segment count; keys, bounds and
  * access are the device's to check (errors come back as error CQEs).
  *
+ * A send or RDMA write of one small segment that fits inline takes a
+ * fast path (post_inl1); the rest, post_sq.  tools/mlx5_instr.sh counts
+ * the instructions of the latency case.
+ *
  * Threads: one poster per EP (and per SRQ) at a time, as the DAT's
  * non-thread-safe registration promises.
  */
@@ -54,18 +58,102 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_sq(struct zd_ep *ep, uint8_t opcode, DAT
 	return DAT_SUCCESS;
 }
 
+/* The general path out of line, with the op's own arguments: the fast
+ * path reaches it with a jump and keeps no registers for it. */
+static __attribute__((noinline)) DAT_RETURN post_send_slow(struct zd_ep *ep, DAT_COUNT n,
+							   const DAT_LMR_TRIPLET *iov,
+							   DAT_DTO_COOKIE cookie,
+							   DAT_COMPLETION_FLAGS flags)
+{
+	return post_sq(ep, MLX5_OPCODE_SEND, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
+}
+
+static __attribute__((noinline)) DAT_RETURN post_write_slow(struct zd_ep *ep, DAT_COUNT n,
+							    const DAT_LMR_TRIPLET *iov,
+							    DAT_DTO_COOKIE cookie,
+							    const DAT_RMR_TRIPLET *remote,
+							    DAT_COMPLETION_FLAGS flags)
+{
+	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote,
+		       flags);
+}
+
+/*
+ * The latency case: one segment of 1..@max bytes that fits the QP's inline
+ * limit -- a one-block inline WQE (zd_mlx5_sq_post_inl1).  A message this
+ * small is within any device's max_msg (IB: at least one MTU), so the
+ * length check of iov_total cannot fail here.  Default completion flags
+ * (a signalled DTO with an event) are the common case and need no mapping.
+ */
+static ZD_ALWAYS_INLINE bool inl1_ok(DAT_COUNT n, const DAT_LMR_TRIPLET *iov, uint32_t max)
+{
+	/* 1..max: a zero-length segment takes the general path */
+	return ZD_LIKELY(n == 1) && iov[0].segment_length - 1 < max;
+}
+
+static ZD_ALWAYS_INLINE DAT_RETURN post_inl1(struct zd_mlx5_qp *qp, uint8_t opcode, DAT_DTOS op,
+					     const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					     bool rdma, const DAT_RMR_TRIPLET *remote,
+					     uint8_t fm_ce_se, bool event)
+{
+	if (ZD_UNLIKELY(!zd_mlx5_sq_post_inl1(&qp->sq, opcode, fm_ce_se, rdma, remote,
+					      (const void *)(uintptr_t)iov[0].virtual_address,
+					      iov[0].segment_length, cookie, op, event)))
+		return ZD_MLX5_SQ_FULL;
+	return DAT_SUCCESS;
+}
+
+/* The fast path under completion flags other than the default, out of
+ * line so that the default case keeps few registers live. */
+static __attribute__((noinline)) DAT_RETURN post_send_inl1_flags(struct zd_mlx5_qp *qp,
+								 const DAT_LMR_TRIPLET *iov,
+								 DAT_DTO_COOKIE cookie,
+								 DAT_COMPLETION_FLAGS flags)
+{
+	return post_inl1(qp, MLX5_OPCODE_SEND, DAT_DTO_SEND, iov, cookie, false, NULL,
+			 zd_mlx5_fm_ce_se(flags, false, true),
+			 zd_mlx5_wants_event(flags, qp->req_flags));
+}
+
+static __attribute__((noinline)) DAT_RETURN post_write_inl1_flags(struct zd_mlx5_qp *qp,
+								  const DAT_LMR_TRIPLET *iov,
+								  DAT_DTO_COOKIE cookie,
+								  const DAT_RMR_TRIPLET *remote,
+								  DAT_COMPLETION_FLAGS flags)
+{
+	return post_inl1(qp, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, iov, cookie, true, remote,
+			 zd_mlx5_fm_ce_se(flags, false, false),
+			 zd_mlx5_wants_event(flags, qp->req_flags));
+}
+
 DAT_RETURN zd_mlx5_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 			     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	return post_sq(ep, MLX5_OPCODE_SEND, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+
+	if (inl1_ok(n, iov, qp->sq.inl1_send)) {
+		if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG))
+			return post_inl1(qp, MLX5_OPCODE_SEND, DAT_DTO_SEND, iov, cookie, false,
+					 NULL, 0, true);
+		return post_send_inl1_flags(qp, iov, cookie, flags);
+	}
+	return post_send_slow(ep, n, iov, cookie, flags);
 }
 
 DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				   DAT_COMPLETION_FLAGS flags)
 {
-	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote,
-		       flags);
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+
+	if (inl1_ok(n, iov, qp->sq.inl1_rdma)) {
+		/* core checked @remote (DAT_INVALID_ARG5 when NULL) */
+		if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG))
+			return post_inl1(qp, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, iov,
+					 cookie, true, remote, 0, true);
+		return post_write_inl1_flags(qp, iov, cookie, remote, flags);
+	}
+	return post_write_slow(ep, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

@@ -34,6 +34,8 @@ int zd_mlx5_sq_init(struct zd_mlx5_sq *sq, const struct zd_mlx5_sq_desc *d, uint
 	sq->bf_reg = d->bf_reg;
 	sq->bf_size = d->bf_size;
 	sq->max_inline = max_inline;
+	sq->inl1_rdma = ZD_MIN(max_inline, ZD_MLX5_INL1_MAX_RDMA);
+	sq->inl1_send = ZD_MIN(max_inline, ZD_MLX5_INL1_MAX_SEND);
 	/* Half the ring unsignaled at most: a CQE then frees the rest. */
 	sq->unsig_max = d->wqe_cnt / 2 ? d->wqe_cnt / 2 : 1;
 	atomic_init(&sq->ci, 0);
@@ -117,6 +119,7 @@ int zd_mlx5_cq_init(struct zd_mlx5_cq *cq, const struct zd_mlx5_cq_desc *d)
 	cq->mask = d->cqe_cnt - 1;
 	cq->cqe_shift = (uint32_t)__builtin_ctz(d->cqe_size);
 	cq->cqe64_off = d->cqe_size - 64;
+	cq->cqe64 = cq->buf + cq->cqe64_off;
 	cq->cqn = d->cqn;
 	cq->dbrec = d->dbrec;
 	cq->uar = d->uar;

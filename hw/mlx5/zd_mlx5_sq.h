@@ -14,6 +14,11 @@
  * with a mask.  A CQE for WQE w retires w and every unsignaled WQE before
  * it: ci = wqe_counter + wr[w].nbb.
  *
+ * The latency case -- one inline segment that fits a single WQEBB --
+ * has its own builder (zd_mlx5_sq_post_inl1): the same bytes, bookkeeping
+ * and doorbell as zd_mlx5_sq_post, without its loops, divisions and wrap
+ * checks (tests/mlx5/test_mlx5_fast.c holds both to mlx5dv.h's bytes).
+ *
  * Threads: one poster per SQ (pi, unsig, the buffer, wr[] writes); the CQ
  * poller writes ci and reads wr[] of WQEs the device completed.
  */
@@ -42,6 +47,12 @@
 /* Largest WQE: ds is 6 bits of 16-byte units. */
 #define ZD_MLX5_MAX_DS      63
 
+/* Inline payload that still fits one WQEBB with a remote-address segment
+ * (64 - ctrl - raddr - inline header = 28), and without one (send: 44; the
+ * fast copy below takes up to 32). */
+#define ZD_MLX5_INL1_MAX_RDMA 28
+#define ZD_MLX5_INL1_MAX_SEND 32
+
 struct zd_mlx5_sq_wr {
 	DAT_DTO_COOKIE cookie;
 	uint32_t len;                 /* bytes, for the DAT event */
@@ -64,6 +75,8 @@ struct zd_mlx5_sq {
 	uint32_t bf_size;
 	uint32_t bf_off;              /* toggles 0 <-> bf_size */
 	uint32_t max_inline;          /* 0: never inline */
+	uint32_t inl1_rdma;           /* min(max_inline, ZD_MLX5_INL1_MAX_RDMA) */
+	uint32_t inl1_send;           /* min(max_inline, ZD_MLX5_INL1_MAX_SEND) */
 	uint32_t unsig;               /* unsignaled WQEs since the last signaled */
 	uint32_t unsig_max;           /* force CQ_UPDATE after this many */
 	struct zd_mlx5_sq_wr *wr;     /* wqe_cnt entries */
@@ -328,6 +341,28 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell(struct zd_mlx5_sq *sq, uint32_t
 	sq->bf_off ^= sq->bf_size;
 }
 
+/* zd_mlx5_sq_doorbell for a one-block WQE at @wqe; @pi: sq->pi after it. */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell1(struct zd_mlx5_sq *sq, const uint8_t *wqe,
+						  uint32_t pi)
+{
+	const uint32_t bf_size = sq->bf_size, bf_off = sq->bf_off;
+	volatile uint64_t *dst = (volatile uint64_t *)(sq->bf_reg + bf_off);
+	volatile __be32 *dbrec = sq->dbrec;
+
+	sq->pi = pi;
+	sq->bf_off = bf_off ^ bf_size;
+	/* WQE (and wr[]) stores before the doorbell record. */
+	zd_udma_to_device_barrier();
+	*dbrec = htobe32(pi & 0xffff);
+	/* Doorbell record before the MMIO (WC) write. */
+	zd_mmio_wc_start();
+	if (ZD_LIKELY(bf_size))
+		zd_mlx5_bf_copy64(dst, (const uint64_t *)wqe);
+	else
+		*dst = *(const uint64_t *)wqe;
+	zd_mmio_flush_writes();
+}
+
 /*
  * Builds, books and rings one WQE.  @event: report a DAT event on success.
  * Returns false (nothing written) when the SQ has no room.
@@ -361,18 +396,158 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_ml
 	return true;
 }
 
-/* Poller: the CQE of the WQE at @wqe_counter arrived; frees it and every
- * WQE before it, returns its bookkeeping. */
-static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *zd_mlx5_sq_retire(struct zd_mlx5_sq *sq,
-								uint16_t wqe_counter)
+/* ---- the latency case: one WQEBB, one inline segment ------------------- */
+
+/* 1..32 bytes inside one WQEBB (no wrap): overlapping word copies, no call. */
+static ZD_ALWAYS_INLINE void zd_mlx5_copy_small(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
-	struct zd_mlx5_sq_wr *wr = &sq->wr[wqe_counter & sq->mask];
+	if (len >= 8) {
+		uint64_t a, b;
+
+		if (ZD_UNLIKELY(len > 16)) {
+			uint64_t c, d;
+
+			memcpy(&a, src, 8);
+			memcpy(&b, src + 8, 8);
+			memcpy(&c, src + len - 16, 8);
+			memcpy(&d, src + len - 8, 8);
+			memcpy(dst, &a, 8);
+			memcpy(dst + 8, &b, 8);
+			memcpy(dst + len - 16, &c, 8);
+			memcpy(dst + len - 8, &d, 8);
+			return;
+		}
+		memcpy(&a, src, 8);
+		memcpy(&b, src + len - 8, 8);
+		memcpy(dst, &a, 8);
+		memcpy(dst + len - 8, &b, 8);
+	} else if (len >= 4) {
+		uint32_t a, b;
+
+		memcpy(&a, src, 4);
+		memcpy(&b, src + len - 4, 4);
+		memcpy(dst, &a, 4);
+		memcpy(dst + len - 4, &b, 4);
+	} else {
+		/* 1..3: first, middle, last */
+		uint8_t a = src[0], b = src[len >> 1], c = src[len - 1];
+
+		dst[0] = a;
+		dst[len >> 1] = b;
+		dst[len - 1] = c;
+	}
+}
+
+/*
+ * The first 16 bytes of a WQE as two 64-bit stores: opmod_idx_opcode and
+ * qpn_ds (big-endian, as one big-endian 64-bit word), then signature,
+ * stream id (0 on RC), fm_ce_se and imm.  Same bytes as zd_mlx5_set_ctrl.
+ */
+static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl64(void *ctrl, uint32_t pi, uint8_t opcode,
+						uint32_t qpn8, uint32_t ds, uint8_t fm_ce_se,
+						uint32_t imm)
+{
+	uint64_t w0 = htobe64((uint64_t)(((pi & 0xffff) << 8) | opcode) << 32 | qpn8 | ds);
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+	uint64_t w1 = (uint64_t)fm_ce_se << 24 | (uint64_t)imm << 32;
+#else
+	uint64_t w1 = (uint64_t)fm_ce_se << 32 | imm;
+#endif
+
+	memcpy(ctrl, &w0, 8);
+	memcpy((uint8_t *)ctrl + 8, &w1, 8);
+}
+
+/* The 16-byte bookkeeping entry: the cookie, the length, and the four
+ * bytes after it (constants on the fast path: one immediate store). */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO_COOKIE cookie,
+					       uint32_t len, uint8_t op, uint8_t nbb,
+					       uint8_t flags)
+{
+	wr->cookie = cookie;
+	wr->len = len;
+	wr->op = op;
+	wr->nbb = nbb;
+	wr->flags = flags;
+	wr->pad = 0;
+}
+
+/*
+ * zd_mlx5_sq_post for a WQE of ctrl, [raddr], one inline segment of
+ * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against max_inline): one
+ * WQEBB, so no wrap checks, no division, no loop.  Same bytes, same
+ * bookkeeping, same doorbell as the general path.
+ */
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t opcode,
+						  uint8_t fm_ce_se, bool rdma,
+						  const DAT_RMR_TRIPLET *remote, const void *src,
+						  uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
+						  bool event)
+{
+	const uint32_t pi = sq->pi;
+	const uint32_t ds = 1 + rdma +
+			    (uint32_t)(sizeof(struct mlx5_wqe_inl_data_seg) + len + 15) / 16;
+	uint8_t *wqe, *seg;
+	bool signaled = event;
+
+	/* acquire: as in zd_mlx5_sq_room. */
+	if (ZD_UNLIKELY(pi - atomic_load_explicit(&sq->ci, memory_order_acquire) >= sq->wqe_cnt))
+		return false;
+	if (!signaled && ++sq->unsig >= sq->unsig_max)
+		signaled = true;
+	if (signaled) {
+		fm_ce_se |= MLX5_WQE_CTRL_CQ_UPDATE;
+		sq->unsig = 0;
+	}
+	/* Stores in an order that keeps few values live: bookkeeping and
+	 * ctrl first, the byte copies (which the compiler must assume alias
+	 * @sq) last. */
+	zd_mlx5_sq_wr_set(&sq->wr[pi & sq->mask], cookie, len, (uint8_t)op, 1,
+			  (uint8_t)((event ? ZD_MLX5_WR_EVENT : 0) |
+				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
+	wqe = zd_mlx5_sq_bb(sq, pi);
+	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, 0);
+	seg = wqe + 16;
+	if (rdma) {
+		/* raddr, then rkey and the reserved word as one store */
+		uint64_t raddr = htobe64(remote->virtual_address);
+		uint64_t rkey = (uint64_t)htobe32(remote->rmr_context);
+
+#if __BYTE_ORDER != __LITTLE_ENDIAN
+		rkey <<= 32;
+#endif
+		memcpy(seg, &raddr, 8);
+		memcpy(seg + 8, &rkey, 8);
+		seg += 16;
+	}
+	((struct mlx5_wqe_inl_data_seg *)seg)->byte_count = htobe32(len | MLX5_INLINE_SEG);
+	zd_mlx5_copy_small(seg + sizeof(struct mlx5_wqe_inl_data_seg), src, len);
+	zd_mlx5_sq_doorbell1(sq, wqe, pi + 1);
+	return true;
+}
+
+/* Poller: the CQE of the WQE at @wqe_counter (whose bookkeeping is @wr)
+ * arrived; frees it and every WQE before it. */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_retire_wr(struct zd_mlx5_sq *sq,
+						  const struct zd_mlx5_sq_wr *wr,
+						  uint16_t wqe_counter)
+{
 	uint32_t ci = atomic_load_explicit(&sq->ci, memory_order_relaxed);
 
 	/* 16-bit counter -> free-running: its distance from ci. */
 	ci += (uint16_t)(wqe_counter - (uint16_t)ci) + wr->nbb;
 	/* release: pairs with the acquire in zd_mlx5_sq_room. */
 	atomic_store_explicit(&sq->ci, ci, memory_order_release);
+}
+
+/* Poller: the CQE of the WQE at @wqe_counter arrived; frees it and every
+ * WQE before it, returns its bookkeeping. */
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *zd_mlx5_sq_retire(struct zd_mlx5_sq *sq,
+								uint16_t wqe_counter)
+{
+	struct zd_mlx5_sq_wr *wr = &sq->wr[wqe_counter & sq->mask];
+
+	zd_mlx5_sq_retire_wr(sq, wr, wqe_counter);
 	return wr;
 }
 
