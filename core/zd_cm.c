@@ -30,6 +30,16 @@ struct zd_cm zd_cm = {
 static struct zd_cm_listener *listeners[ZD_CM_MAX_LISTENERS];
 static unsigned nlisteners;
 
+/* Reports of dead data paths (zd_cm_dev_broken), for the thread.  A leaf
+ * lock: devices call in with their own locks held. */
+static pthread_mutex_t broken_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zd_cm_broken {
+	struct zd_ep *ep;
+	struct zd_cm_conn *conn;         /* compared, never dereferenced */
+	uint64_t due;
+} *broken;
+static size_t nbroken, broken_cap;
+
 uint64_t zd_cm_now(void)
 {
 	struct timespec ts;
@@ -51,6 +61,8 @@ static void cm_atfork_child(void)
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	zd_cm.lock = fresh;
+	broken_lock = fresh;
+	nbroken = 0;  /* they name the parent's connections */
 	if (zd_cm.epfd >= 0)
 		close(zd_cm.epfd);
 	if (zd_cm.wake.fd >= 0)
@@ -360,6 +372,83 @@ void zd_cm_conn_close_after_flush(struct zd_cm_conn *c)
 	zd_cm_kick();
 }
 
+/* ---- failure detection ---- */
+
+void zd_cm_sock_keepalive(int fd)
+{
+	int one = 1, idle = ZD_CM_KEEPIDLE_S, intvl = ZD_CM_KEEPINTVL_S, cnt = ZD_CM_KEEPCNT;
+	unsigned int uto = ZD_CM_USER_TIMEOUT_MS;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+}
+
+
+void zd_cm_dev_broken(struct zd_ep *ep)
+{
+	/* A racy read is fine: the thread only acts if, under its lock, this
+	 * conn is still live and still @ep's. */
+	struct zd_cm_conn *c = __atomic_load_n(&ep->cm_conn, __ATOMIC_RELAXED);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&broken_lock);
+	if (nbroken == broken_cap) {
+		size_t cap = broken_cap ? 2 * broken_cap : 16;
+		struct zd_cm_broken *b = realloc(broken, cap * sizeof(*b));
+
+		if (!b) {
+			/* The CM socket's own timeouts still end it. */
+			pthread_mutex_unlock(&broken_lock);
+			return;
+		}
+		broken = b;
+		broken_cap = cap;
+	}
+	broken[nbroken].ep = ep;
+	broken[nbroken].conn = c;
+	broken[nbroken].due = zd_cm_now() + ZD_CM_DEV_BROKEN_GRACE_NS;
+	nbroken++;
+	pthread_mutex_unlock(&broken_lock);
+	zd_cm_kick();
+}
+
+static void conn_lost(struct zd_cm_conn *c);
+
+/* The thread acts on the reports that are due (under zd_cm.lock); returns
+ * when the next one is due (UINT64_MAX: none). */
+static uint64_t cm_run_broken(uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	size_t i = 0;
+
+	pthread_mutex_lock(&broken_lock);
+	while (i < nbroken) {
+		struct zd_cm_broken b = broken[i];
+
+		if (b.due > now) {
+			next = ZD_MIN(next, b.due);
+			i++;
+			continue;
+		}
+		broken[i] = broken[--nbroken];
+		/* conn_lost calls into the device, which may report again. */
+		pthread_mutex_unlock(&broken_lock);
+		for (struct zd_cm_conn *c = zd_cm.conns.next; c && c != &zd_cm.conns; c = c->next)
+			if (c == b.conn && c->ep == b.ep && !c->sock.zombie &&
+			    (c->state == ZD_CONN_ESTABLISHED || c->state == ZD_CONN_DISC_SENT)) {
+				conn_lost(c);
+				break;
+			}
+		pthread_mutex_lock(&broken_lock);
+	}
+	pthread_mutex_unlock(&broken_lock);
+	return next;
+}
+
 /* ---- active side: TCP connect and its retries ---- */
 
 static void conn_connected(struct zd_cm_conn *c)
@@ -369,6 +458,7 @@ static void conn_connected(struct zd_cm_conn *c)
 	int one = 1;
 
 	setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	zd_cm_sock_keepalive(c->sock.fd);
 	if (c->ep && getsockname(c->sock.fd, (struct sockaddr *)&local, &len) == 0)
 		c->ep->local_qual = ntohs(local.sin_port);
 	c->state = ZD_CONN_REQ_SENT;
@@ -551,21 +641,26 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	conn_lost(c);  /* a frame this state does not expect */
 }
 
-/* Reads whole frames: the header first, then exactly the body it names. */
+/* Reads whole frames: the header first, then exactly the body it names
+ * (zd_cm_frame_decode says how much; c->rx holds ZD_CM_FRAME_MAX). */
 static void conn_readable(struct zd_cm_conn *c)
 {
-	const size_t hlen = sizeof(struct zd_cm_hdr);
-	struct zd_cm_hdr h;
+	struct zd_cm_msg m;
 
 	while (c->sock.fd >= 0 && c->state != ZD_CONN_CLOSING) {
-		size_t need = hlen;
+		enum zd_cm_frame_status st = zd_cm_frame_decode(c->rx, c->rx_len, &m);
 		ssize_t n;
 
-		if (c->rx_len >= hlen) {
-			memcpy(&h, c->rx, hlen);
-			need = hlen + (size_t)zd_cm_hdr_decode(&h);  /* validated at hlen */
+		if (st == ZD_CM_FRAME_OK) {
+			c->rx_len = 0;
+			conn_dispatch(c, &m.hdr, m.pdata);
+			continue;
 		}
-		n = recv(c->sock.fd, c->rx + c->rx_len, need - c->rx_len, 0);
+		if (st != ZD_CM_FRAME_SHORT) {
+			conn_lost(c);  /* not our protocol: this connection only */
+			return;
+		}
+		n = recv(c->sock.fd, c->rx + c->rx_len, m.len - c->rx_len, 0);
 		if (n == 0) {
 			conn_lost(c);
 			return;
@@ -578,18 +673,6 @@ static void conn_readable(struct zd_cm_conn *c)
 			return;
 		}
 		c->rx_len += (size_t)n;
-		if (c->rx_len < hlen)
-			continue;
-		memcpy(&h, c->rx, hlen);
-		int body = zd_cm_hdr_decode(&h);
-		if (body < 0) {
-			conn_lost(c);  /* not our protocol: this connection only */
-			return;
-		}
-		if (c->rx_len == hlen + (size_t)body) {
-			c->rx_len = 0;
-			conn_dispatch(c, &h, c->rx + hlen);
-		}
 	}
 }
 
@@ -637,6 +720,7 @@ static void listener_event(struct zd_cm_listener *l)
 		if (fd < 0)
 			return;  /* EAGAIN, or a transient error the next wakeup retries */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		zd_cm_sock_keepalive(fd);
 		c = conn_new(fd, ZD_CONN_WAIT_REQ);
 		if (!c) {
 			close(fd);
@@ -698,9 +782,16 @@ static void *cm_thread(void *arg)
 	(void)arg;
 	zd_cm_lock();
 	for (;;) {
-		uint64_t now = zd_cm_now();
+		uint64_t now = zd_cm_now(), next_broken = cm_run_broken(now);
 		int timeout = cm_run_timers(now);
 		int n;
+
+		if (next_broken != UINT64_MAX) {
+			int t = (int)ZD_MIN((next_broken - now + 999999) / 1000000, 60000ull);
+
+			if (timeout < 0 || t < timeout)
+				timeout = t;
+		}
 
 		cm_free_zombies();
 		if (zd_cm.live == 0) {

@@ -46,6 +46,20 @@ struct zd_evd;
 #define ZD_CM_BACKLOG             4096                     /* pending CRs per PSP */
 #define ZD_CM_MAX_LISTENERS       4096                     /* per process */
 
+/* Failure detection on every connected TCP socket of zdapl (the CM's, and
+ * the tcp device's data sockets): a peer that vanishes without a FIN or
+ * RST (link down, host gone) is declared dead after at most
+ * ZD_CM_USER_TIMEOUT_MS of unacknowledged data (TCP_USER_TIMEOUT), or, on
+ * an idle socket, after KEEPIDLE + KEEPCNT x KEEPINTVL seconds of
+ * unanswered keepalive probes: well under 10 s either way. */
+#define ZD_CM_KEEPIDLE_S          2
+#define ZD_CM_KEEPINTVL_S         1
+#define ZD_CM_KEEPCNT             2
+#define ZD_CM_USER_TIMEOUT_MS     4000
+/* A device's report of a dead data path waits this long, so a graceful
+ * DISC racing the data socket's EOF still ends the EP DISCONNECTED. */
+#define ZD_CM_DEV_BROKEN_GRACE_NS (200ull * 1000 * 1000)
+
 enum zd_cm_sock_kind {
 	ZD_CM_SOCK_WAKE,
 	ZD_CM_SOCK_LISTENER,
@@ -187,6 +201,19 @@ void zd_cm_conn_send(struct zd_cm_conn *c, enum zd_cm_msg_type type, uint16_t re
 void zd_cm_conn_close(struct zd_cm_conn *c);
 /* Closes once the queued frames are out (bounded by ZD_CM_LINGER_NS). */
 void zd_cm_conn_close_after_flush(struct zd_cm_conn *c);
+
+/* Sets the failure-detection options above on a connected socket. */
+void zd_cm_sock_keepalive(int fd);
+
+/* Device -> CM: the data path of @ep died while its CM connection may
+ * still stand (the device's own socket failed).  Callable from any thread,
+ * with device locks held (it takes no CM lock: the CM thread acts on it
+ * later, after ZD_CM_DEV_BROKEN_GRACE_NS).  If @ep is still on the
+ * connection it had when this was called, the CM ends it as if its own
+ * socket had failed: DAT_CONNECTION_EVENT_BROKEN (DISCONNECTED if a
+ * graceful disconnect was under way) once, QP flushed, and the peer sees
+ * the CM connection close. */
+void zd_cm_dev_broken(struct zd_ep *ep);
 
 /* ---- zd_ep_cm.c: EP side of the state machine ---- */
 

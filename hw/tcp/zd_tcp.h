@@ -3,7 +3,7 @@
  * hardware.  Wire protocol: zd_tcp_wire.h.
  *
  * Model: one non-blocking TCP socket per connected QP, driven by whoever
- * progresses the QP (manual progress, no data-path thread):
+ * progresses the QP (the consumer's polls, or the IA's thread: below):
  *  - a post validates the local segments (lkey, bounds, PZ, LOCAL_WRITE
  *    where written), appends a request to the QP's preallocated send queue
  *    (no lock, no allocation) and transmits what the socket takes (sendmsg
@@ -15,17 +15,23 @@
  *    the checks, answers RDMA reads, places sends into posted receives (or
  *    SRQ buffers), and turns ACKs and read responses into completions.
  *
- * WHEN THE TARGET MUST POLL.  Nothing lands without the target's library
- * running: an RDMA write's data is placed, an RDMA read is answered and a
- * send is received only while the target process progresses that EP: while
- * a thread of the target polls (dat_evd_dequeue, dat_evd_wait) the EP's
- * recv EVD or request EVD, or polls any DTO EVD of the same IA and finds
- * it empty (an idle poll drives every QP of the IA), or while any thread of
- * the target sleeps in dat_evd_wait on any DTO EVD of the same IA (the IA's
- * waker thread wakes it when frames arrive and it progresses every QP of
- * the IA before sleeping again).  So an initiator's RDMA write or read
- * completes only once the target did one of those after the frame arrived;
- * a target that neither polls nor waits (spinning on memory) stalls them.
+ * WHO MAKES PROGRESS AT THE TARGET.  An RDMA write's data is placed, an
+ * RDMA read is answered, a send is received and an ACK goes out only when
+ * the target's library runs for that QP:
+ *  - progress=thread (the default): the IA's thread (zd_tcp_cq.c) keeps
+ *    every QP's socket armed in its epoll set and serves a QP whose socket
+ *    becomes ready, unless a consumer is polling that QP's EVDs (then the
+ *    consumer's polling is the fast path and the thread only rechecks, 20 us
+ *    to 1 ms later).  A target that spins on memory or sleeps elsewhere
+ *    needs nothing more.
+ *  - progress=manual: only while a thread of the target polls
+ *    (dat_evd_dequeue, dat_evd_wait) the EP's recv EVD or request EVD, or
+ *    polls any DTO EVD of the same IA and finds it empty (an idle poll
+ *    drives every QP of the IA), or while any thread of the target sleeps
+ *    in dat_evd_wait on any DTO EVD of the same IA (the IA's thread wakes
+ *    it when frames arrive and it progresses every QP of the IA before
+ *    sleeping again).  A target that neither polls nor waits (spinning on
+ *    memory) stalls the initiator's RDMA writes and reads.
  *
  * Completion semantics at the initiator: a send completes when all of it
  * was handed to the kernel (as on the shm device, where a send completes
@@ -44,21 +50,34 @@
  * buffer full, stops the reading of the socket until a receive is posted
  * (TCP flow control is the RNR backpressure), and the frames behind it
  * (including ACKs and read responses for the target's own requests) wait.
+ * Early sends outlive a flush: a receive posted after the disconnect still
+ * gets them (their senders saw them complete), later ones flush.
+ *
+ * Disconnect ordering: the CM's DISC travels on its own socket and could
+ * overtake data still in flight on the data socket, so qp_flush first waits
+ * (ZD_TCP_DRAIN_US at most) until the peer's kernel acknowledged every byte
+ * we sent, and the flush's harvest reads all the socket holds and waits
+ * (ZD_TCP_HARVEST_MS at most) for the rest of a frame already begun.
+ *
+ * Request completions: a request's send queue slot is released (sq_head)
+ * before its completion is published, so a consumer on another thread (the
+ * IA's thread completes requests too) that reaps it can post at once.
  *
  * Breaking: a frame failing validation, a NAK, EOF or a socket error puts
  * the QP in error and flushes it (every outstanding DTO completes
  * DAT_DTO_ERR_FLUSHED, or the error it carries) and shuts the socket down;
  * a protocol or protection violation by the peer also posts
- * DAT_ASYNC_ERROR_EP_BROKEN for the EP.  The EP's connection state stays
- * with the CM: it sees DISCONNECTED/BROKEN when the CM connection ends.
+ * DAT_ASYNC_ERROR_EP_BROKEN for the EP.  Unless the consumer ended it
+ * (qp_flush), the CM is told (zd_cm_dev_broken): after a short grace for a
+ * racing graceful DISC it ends the connection, DAT_CONNECTION_EVENT_BROKEN
+ * on both EPs, even while the CM's own socket stands.  Data sockets carry
+ * keepalive and TCP_USER_TIMEOUT (zd_cm_sock_keepalive), so a peer gone
+ * without FIN/RST (link down) errors them in bounded time.
  * qp_flush (disconnect) first harvests what already arrived, then flushes.
  *
- * Not in this first cut (see the issue): no progress without the consumer
- * (a target that only spins on memory, as dtest -W does, never sees RDMA
- * writes land); dat_cno_wait does not arm the CQs, so a CNO waiter is not
- * woken by arriving frames (dtest -c); an SRQ buffer posted while a QP is
- * stalled on it is noticed at the next poll of that QP's EVDs, not by a
- * sleeping waiter; RMR rkeys are not accepted (core has no RMR bind yet).
+ * Not yet: an SRQ buffer posted while a QP is stalled on it is noticed at
+ * the next poll of that QP's EVDs or the thread's next recheck (1 ms), not
+ * at once; RMR rkeys are not accepted.
  *
  * Concurrency: all per-QP protocol state is owned by whoever holds the
  * QP's progress flag (a try-lock, never waited on): a thread that wants
@@ -71,13 +90,14 @@
  * Sleeping: a thread about to sleep in dat_evd_wait (cq_arm) first
  * progresses every QP of the IA, then registers their sockets (EPOLLONESHOT,
  * EPOLLIN unless the receive side is stalled, EPOLLOUT while frames wait to
- * go out) in the IA's epoll set; the IA's waker thread, blocking in
- * epoll_wait, wakes (zd_waiter_notify) every DTO EVD of the IA when one
- * fires, and the woken thread progresses them all again before it sleeps.
- * So a thread asleep on any DTO EVD of the IA drives every EP of the IA
- * (consumers such as dapltest sleep on one EP's EVD while the peer waits
- * for another EP of theirs).  No syscall on the data path besides the
- * socket I/O itself: the sleep path pays for the rest.
+ * go out) in the IA's epoll set.  progress=thread: the IA's thread serves
+ * the QP that fired and its completions wake the sleeper.  progress=manual:
+ * the thread wakes (zd_waiter_notify) every DTO EVD of the IA, and the woken
+ * thread progresses them all again before it sleeps, so a thread asleep on
+ * any DTO EVD of the IA drives every EP of the IA (consumers such as
+ * dapltest sleep on one EP's EVD while the peer waits for another EP of
+ * theirs).  No syscall on the data path besides the socket I/O itself: the
+ * sleep path and the thread pay for the rest.
  */
 #ifndef ZD_TCP_H
 #define ZD_TCP_H
@@ -98,6 +118,8 @@
 #define ZD_TCP_RX_BATCH      64     /* frames read per progress of one QP */
 #define ZD_TCP_EAGER_SLOTS   64     /* sends received before their receive was posted */
 #define ZD_TCP_EAGER_SIZE    4096   /* ... up to this size each */
+#define ZD_TCP_DRAIN_US      1000000 /* qp_flush: wait for the peer's ACK of our bytes */
+#define ZD_TCP_HARVEST_MS    100    /* qp_flush: wait for the rest of a frame begun */
 
 struct zd_tcp_seg {
 	uint64_t addr;
@@ -122,10 +144,16 @@ struct zd_tcp_ia {
 	int stopfd;                       /* eventfd: waker exits */
 	pthread_t waker;
 	bool waker_running;
+	bool auto_progress;               /* progress=thread (default) */
+	uint32_t nparked;                 /* QPs the thread rechecks each tick */
 };
 
 struct zd_tcp_cq {
-	struct zd_evd *evd;
+	/* Consumer activity, for the progress thread: cq_poll counts, cq_arm
+	 * notes the count before its sleep.  Own line: the consumer writes it. */
+	_Atomic uint64_t polls ZD_CACHE_ALIGNED;
+	_Atomic uint64_t arm_polls;
+	struct zd_evd *evd ZD_CACHE_ALIGNED;
 	struct zd_tcp_ia *tia;
 	struct zd_ring *local;            /* MPSC: completions of any thread */
 	struct zd_tcp_qplist *_Atomic qps;  /* RCU: QPs feeding this CQ */
@@ -189,6 +217,14 @@ struct zd_tcp_qp {
 	_Atomic uint32_t tx_pending;      /* frames wait for socket room (for arm) */
 	_Atomic uint32_t rx_stalled;      /* a send waits for a receive (for arm) */
 	bool lw_sent;                     /* SRQ "last WQE" event posted */
+	bool local_end;                   /* the consumer ended it (qp_flush) */
+	bool reported;                    /* the CM was told it broke */
+	bool in_eager;                    /* eager_match runs (flush: no recursion) */
+
+	/* progress thread (under tia->lock) */
+	bool parked;                      /* disarmed: rechecked at park_until */
+	uint64_t park_until, park_ns;     /* next recheck, backoff */
+	uint64_t seen_polls[2];           /* recv_cq, req_cq polls last looked at */
 
 	/* connection (fd swaps also under fd_lock, for cq_arm) */
 	pthread_mutex_t fd_lock;
@@ -243,7 +279,7 @@ struct zd_tcp_qp {
 	struct zd_tcp_hdr rx_hdr;
 	uint32_t rx_hgot;                 /* header bytes read */
 	bool rx_in_payload;
-	struct iovec rx_iov[ZD_TCP_MAX_SEGS];
+	struct iovec rx_iov[ZD_TCP_MAX_SEGS + 1];  /* + the last byte alone (rx_segs) */
 	uint32_t rx_niov, rx_iov_i;
 	uint64_t rx_left;
 	uint32_t rx_expect;               /* next request seq from the peer */
@@ -288,6 +324,8 @@ void zd_tcp_qp_progress(struct zd_tcp_qp *qp, uint32_t bits);
 /* Registers @qp's socket one-shot in the IA's epoll set for what a
  * sleeping consumer needs (cq_arm). */
 void zd_tcp_qp_arm(struct zd_tcp_qp *qp);
+/* progress=thread: zd_tcp_qp_arm, so the IA's thread serves the QP. */
+void zd_tcp_qp_auto_arm(struct zd_tcp_qp *qp);
 
 /* ---- zd_tcp_post.c ---- */
 DAT_RETURN zd_tcp_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

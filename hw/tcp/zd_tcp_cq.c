@@ -4,14 +4,17 @@
  * cq_poll progresses every QP feeding the CQ (zd_tcp_qp_progress: transmit,
  * receive, complete), then moves completions from the CQ's MPSC ring into
  * the EVD ring, never more than @budget.  cq_arm registers the QPs'
- * sockets one-shot in the IA's epoll set; the waker thread wakes the EVDs
- * of a QP whose socket became ready.
+ * sockets one-shot in the IA's epoll set.  The IA's thread (below) serves
+ * QPs whose socket became ready (progress=thread) or wakes the EVDs
+ * (progress=manual).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 #include <urcu-bp.h>
 
@@ -23,11 +26,14 @@
 
 DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth)
 {
-	struct zd_tcp_cq *cq = calloc(1, sizeof(*cq));
+	/* aligned: the consumer's counters have their own line (the size
+	 * is a multiple of it) */
+	struct zd_tcp_cq *cq = aligned_alloc(ZD_CACHE_LINE, sizeof(*cq));
 	uint32_t cap = depth < 128 ? 256 : (depth > (1u << 24) ? (1u << 25) : depth * 2);
 
 	if (!cq)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	memset(cq, 0, sizeof(*cq));
 	cq->local = zd_ring_create(cap);
 	if (!cq->local) {
 		free(cq);
@@ -104,6 +110,9 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 
 	if (ZD_UNLIKELY(!cq))
 		return 0;
+	/* A hint for the progress thread (racing pollers may lose a count). */
+	atomic_store_explicit(&cq->polls, atomic_load_explicit(&cq->polls, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	if (atomic_load_explicit(&cq->qps, memory_order_relaxed)) {
 		rcu_read_lock();
 		l = rcu_dereference(cq->qps);
@@ -134,6 +143,10 @@ void zd_tcp_cq_arm(struct zd_evd *evd)
 	if (!cq)
 		return;
 	tia = cq->tia;
+	/* Asleep from here (one more poll follows the arm): the progress
+	 * thread serves this CQ's QPs at once instead of leaving them to us. */
+	atomic_store_explicit(&cq->arm_polls, atomic_load_explicit(&cq->polls, memory_order_relaxed),
+			      memory_order_relaxed);
 	if (ZD_UNLIKELY(!__atomic_load_n(&tia->waker_running, __ATOMIC_ACQUIRE)))
 		zd_tcp_waker_start(tia);
 	/* About to sleep: drive every EP of the IA once (the peer may wait
@@ -147,30 +160,154 @@ void zd_tcp_cq_arm(struct zd_evd *evd)
 	pthread_mutex_unlock(&tia->lock);
 }
 
+/* ---- the IA's thread ----
+ *
+ * progress=manual: it only wakes sleepers.  A socket armed by cq_arm
+ * became ready: every DTO EVD of the IA is woken, and whoever sleeps on one
+ * progresses every QP of the IA (cq_arm) before sleeping again.
+ *
+ * progress=thread (default): it also serves the QPs, so one-sided work
+ * (RDMA writes landing, reads answered, ACKs) needs nothing of the target
+ * process.  Every QP's socket stays armed (one-shot) in the IA's epoll set;
+ * when one fires, the thread progresses that QP itself unless a consumer
+ * polled one of the QP's CQs since the thread last looked (and is not
+ * asleep in dat_evd_wait): a polling consumer drains the socket itself (the
+ * fast path, no thread hop), so the QP is parked instead: not re-armed
+ * (no wake-up per frame), rechecked after ZD_TCP_PARK_MIN_NS, doubling up
+ * to ZD_TCP_PARK_MAX_NS while the consumer keeps polling, and served as
+ * soon as a recheck finds the consumer quiet.  A QP stalled on a missing
+ * receive is parked too (a receive posted to an SRQ does not progress it).
+ */
+#define ZD_TCP_PARK_MIN_NS (20ull * 1000)
+#define ZD_TCP_PARK_MAX_NS (1000ull * 1000)
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static bool qp_member(struct zd_tcp_ia *tia, struct zd_tcp_qp *qp)
+{
+	for (struct zd_tcp_qp *q = tia->qps; q; q = q->next)
+		if (q == qp)
+			return true;
+	return false;
+}
+
+/* Did a consumer poll one of @qp's CQs since we last looked (and is not
+ * asleep in dat_evd_wait: cq_arm, then one more poll)? */
+static bool consumer_active(struct zd_tcp_qp *qp)
+{
+	struct zd_tcp_cq *cq[2] = { qp->recv_cq, qp->req_cq };
+	bool active = false;
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t p, a;
+
+		if (!cq[i])
+			continue;
+		p = atomic_load_explicit(&cq[i]->polls, memory_order_relaxed);
+		a = atomic_load_explicit(&cq[i]->arm_polls, memory_order_relaxed);
+		if (p != qp->seen_polls[i] && p - a > 1)
+			active = true;
+		qp->seen_polls[i] = p;
+	}
+	return active;
+}
+
+static void park(struct zd_tcp_ia *tia, struct zd_tcp_qp *qp, uint64_t now)
+{
+	if (!qp->parked) {
+		qp->parked = true;
+		tia->nparked++;
+		qp->park_ns = ZD_TCP_PARK_MIN_NS;
+	} else {
+		qp->park_ns = ZD_MIN(2 * qp->park_ns, ZD_TCP_PARK_MAX_NS);
+	}
+	qp->park_until = now + qp->park_ns;
+}
+
+/* Progresses @qp and re-arms its socket (or parks it: nothing to arm). */
+static void serve(struct zd_tcp_ia *tia, struct zd_tcp_qp *qp, uint64_t now)
+{
+	if (qp->parked) {
+		qp->parked = false;
+		tia->nparked--;
+	}
+	zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
+	zd_tcp_qp_arm(qp);
+	if (__atomic_load_n(&qp->cstate, __ATOMIC_RELAXED) == ZD_TCP_UP &&
+	    atomic_load(&qp->rx_stalled) && !atomic_load(&qp->tx_pending)) {
+		park(tia, qp, now);
+		qp->park_until = now + ZD_TCP_PARK_MAX_NS;
+	}
+}
+
 static void *waker_main(void *arg)
 {
 	struct zd_tcp_ia *tia = arg;
 	struct epoll_event ev[32];
+	uint64_t next = UINT64_MAX;   /* earliest recheck of a parked QP */
 
+	/* Rechecks are tens of microseconds apart: no timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	for (;;) {
-		int n = epoll_wait(tia->epfd, ev, 32, -1);
-		bool stop = false;
+		struct timespec ts, *tsp = NULL;
+		bool stop = false, ready = false;
+		uint64_t now;
+		int n;
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
+		if (next != UINT64_MAX) {
+			uint64_t t = now_ns(), d = next > t ? next - t : 0;
+
+			ts.tv_sec = (time_t)(d / 1000000000ull);
+			ts.tv_nsec = (long)(d % 1000000000ull);
+			tsp = &ts;
 		}
+		n = epoll_pwait2(tia->epfd, ev, 32, tsp, NULL);
+		if (n < 0) {
+			if (errno != EINTR)
+				break;
+			n = 0;
+		}
+		now = now_ns();
 		pthread_mutex_lock(&tia->lock);
-		for (int i = 0; i < n; i++)
-			if (ev[i].data.ptr == NULL)
+		for (int i = 0; i < n; i++) {
+			struct zd_tcp_qp *qp = ev[i].data.ptr;
+
+			if (qp == NULL) {
 				stop = true;
-		/* A socket of some QP is ready: whoever sleeps on any DTO EVD
-		 * of the IA progresses them all (cq_arm).  The event's QP is
-		 * not touched (it may be gone). */
-		if (!stop)
+				continue;
+			}
+			ready = true;
+			/* The QP may be gone: only a listed one is touched. */
+			if (!tia->auto_progress || stop || !qp_member(tia, qp))
+				continue;
+			if (consumer_active(qp))
+				park(tia, qp, now);
+			else
+				serve(tia, qp, now);
+		}
+		if (!tia->auto_progress && ready && !stop)
 			for (struct zd_tcp_cq *cq = tia->cqs; cq; cq = cq->next)
 				zd_evd_wake(cq->evd);
+		next = UINT64_MAX;
+		if (tia->nparked && !stop)
+			for (struct zd_tcp_qp *qp = tia->qps; qp; qp = qp->next) {
+				if (!qp->parked)
+					continue;
+				if (qp->park_until <= now) {
+					if (consumer_active(qp))
+						park(tia, qp, now);
+					else
+						serve(tia, qp, now);
+				}
+				if (qp->parked)
+					next = ZD_MIN(next, qp->park_until);
+			}
 		pthread_mutex_unlock(&tia->lock);
 		if (stop)
 			break;

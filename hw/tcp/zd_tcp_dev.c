@@ -7,6 +7,7 @@
  * protocol, the other zd_tcp_*.c files one concept each.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -37,10 +38,23 @@ static const struct zd_device_limits tcp_limits = {
 
 static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 {
-	if (p->nargs != 1) {
-		zd_log_error("ia_params for tcp: expected \"tcp <ifname|IPv4>\", got %d arguments",
-			     p->nargs);
+	bool auto_progress = true;
+
+	if (p->nargs < 1) {
+		zd_log_error("ia_params for tcp: expected \"tcp <ifname|IPv4> [progress=thread|manual]\","
+			     " got %d arguments", p->nargs);
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+	}
+	for (int i = 1; i < p->nargs; i++) {
+		if (strcmp(p->args[i], "progress=thread") == 0) {
+			auto_progress = true;
+		} else if (strcmp(p->args[i], "progress=manual") == 0) {
+			auto_progress = false;
+		} else {
+			zd_log_error("ia_params for tcp: unknown option \"%s\" (known:"
+				     " progress=thread, progress=manual)", p->args[i]);
+			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+		}
 	}
 	if (zd_netaddr_resolve(p->args[0], &ia->addr) != 0)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
@@ -52,6 +66,7 @@ static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	if (!tia)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	tia->ia = ia;
+	tia->auto_progress = auto_progress;
 	pthread_mutex_init(&tia->lock, NULL);
 	tia->epfd = epoll_create1(EPOLL_CLOEXEC);
 	tia->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -32,7 +32,7 @@ bool zd_tcp_key_check(struct zd_ia *ia, uint32_t key, uint64_t addr, uint64_t le
 	 * unmapped memory. */
 	if (lmr && zd_obj_get(lmr, ZD_OBJ_LMR) && lmr->rkey == key &&
 	    (void *)lmr->pz == pz && ((uint32_t)lmr->priv & need) == need &&
-	    addr >= lmr->addr && len <= lmr->length && addr - lmr->addr <= lmr->length - len)
+	    zd_tcp_range_in(lmr->addr, lmr->length, addr, len))
 		ok = true;
 	zd_keytab_read_unlock();
 	return ok;

@@ -14,10 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
+#include "core/zd_cm.h"
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
@@ -59,6 +63,9 @@ static void fd_set_data(struct zd_tcp_qp *qp, int fd)
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* A peer gone without FIN/RST (link down) errors the socket in
+	 * bounded time; qp_break then tells the CM (zd_cm_dev_broken). */
+	zd_cm_sock_keepalive(fd);
 	pthread_mutex_lock(&qp->fd_lock);
 	qp->fd = fd;
 	fd_register(qp, fd);
@@ -95,6 +102,7 @@ static int qp_listen(struct zd_tcp_qp *qp)
 static void qp_state_init(struct zd_tcp_qp *qp)
 {
 	qp->cstate = ZD_TCP_IDLE;
+	qp->local_end = qp->reported = false;
 	qp->hello_sent = qp->hello_rcvd = false;
 	qp->connector = false;
 	qp->tx_busy = qp->tx_is_req = false;
@@ -134,6 +142,11 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 
 	if (!qp)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	if (tia->auto_progress && !__atomic_load_n(&tia->waker_running, __ATOMIC_ACQUIRE) &&
+	    zd_tcp_waker_start(tia) != 0) {
+		free(qp);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
+	}
 	qp->ep = ep;
 	qp->tia = tia;
 	qp->fd = qp->lis_fd = -1;
@@ -239,6 +252,7 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 		/* The peer connects to our listener; accepted on progress. */
 		qp->cstate = ZD_TCP_LISTEN;
 		qp_unlock(qp);
+		zd_tcp_qp_auto_arm(qp);
 		return DAT_SUCCESS;
 	}
 	fd_close(qp, &qp->lis_fd);
@@ -256,6 +270,7 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	fd_set_data(qp, fd);
 	qp->cstate = ZD_TCP_CONNECTING;
 	qp_unlock(qp);
+	zd_tcp_qp_auto_arm(qp);
 	/* Start the handshake now if the connect is already through. */
 	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
 	return DAT_SUCCESS;
@@ -267,18 +282,59 @@ err:
 	return DAT_SUCCESS;  /* the CM's connection stands; DTOs flush */
 }
 
+static void qp_flush_locked(struct zd_tcp_qp *qp);
+static void eager_match(struct zd_tcp_qp *qp);
+static void qp_work(struct zd_tcp_qp *qp, uint32_t want);
+
+static uint64_t mono_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+}
+
 void zd_tcp_qp_flush(struct zd_ep *ep)
 {
 	struct zd_tcp_qp *qp = ep->dev_priv;
 
 	if (!qp)
 		return;
-	/* The holder first harvests what already arrived (ACKs, responses,
-	 * sends into posted receives), then flushes (qp_work). */
-	zd_tcp_qp_progress(qp, ZD_TCP_W_FLUSH);
+	/* The CM's DISC goes out on its own socket right after this and may
+	 * overtake what we sent on the data socket (sends complete when the
+	 * kernel has them): first let the peer's kernel acknowledge it all, so
+	 * the peer's own flush still harvests it (bounded: a peer that stopped
+	 * reading costs ZD_TCP_DRAIN_US at most). */
+	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
+	for (uint64_t t0 = mono_us(); mono_us() - t0 < ZD_TCP_DRAIN_US; usleep(200)) {
+		struct tcp_info ti;
+		socklen_t tl = sizeof(ti);
+		int outq = 0;
+
+		if (atomic_load(&qp->error) ||
+		    __atomic_load_n(&qp->cstate, __ATOMIC_RELAXED) != ZD_TCP_UP)
+			break;
+		pthread_mutex_lock(&qp->fd_lock);
+		/* Only while the connection stands (a reset empties nothing). */
+		if (qp->fd < 0 || getsockopt(qp->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
+		    ti.tcpi_state != TCP_ESTABLISHED || ioctl(qp->fd, SIOCOUTQ, &outq) != 0)
+			outq = 0;
+		pthread_mutex_unlock(&qp->fd_lock);
+		if (outq == 0)
+			break;
+	}
+	/* Harvest what already arrived (ACKs, responses, sends into posted
+	 * receives), then flush (qp_work), before returning: the CM posts
+	 * the connection event next, and the completions and the SRQ "last
+	 * WQE" event belong before it (the IA's thread may hold the QP: wait
+	 * for it, it never waits for the CM). */
+	atomic_fetch_or(&qp->want, ZD_TCP_W_FLUSH);
+	qp_lock(qp);
+	for (uint32_t w; (w = atomic_exchange(&qp->want, 0)) != 0;)
+		qp_work(qp, w);
+	qp_unlock(qp);
 }
 
-static void qp_flush_locked(struct zd_tcp_qp *qp);
 
 DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep)
 {
@@ -289,6 +345,7 @@ DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep)
 		return DAT_SUCCESS;
 	atomic_store(&qp->error, 1);
 	qp_lock(qp);
+	qp->local_end = true;
 	qp_flush_locked(qp);
 	fd_close(qp, &qp->fd);
 	fd_close(qp, &qp->lis_fd);
@@ -323,6 +380,8 @@ void zd_tcp_qp_destroy(struct zd_ep *ep)
 			*pp = qp->next;
 			break;
 		}
+	if (qp->parked)
+		tia->nparked--;
 	pthread_mutex_unlock(&tia->lock);
 	atomic_store(&qp->error, 1);
 	qp_lock(qp);
@@ -371,19 +430,36 @@ void zd_tcp_qp_arm(struct zd_tcp_qp *qp)
 	pthread_mutex_unlock(&qp->fd_lock);
 }
 
+void zd_tcp_qp_auto_arm(struct zd_tcp_qp *qp)
+{
+	if (qp->tia->auto_progress)
+		zd_tcp_qp_arm(qp);
+}
+
 /* ==== progress engine (holder only) ==== */
 
-static void req_complete(struct zd_tcp_qp *qp, const struct zd_tcp_wr *wr, uint32_t st)
+/* Completes request @pos (the next one, in order).  Its slot is released
+ * to the poster (sq_head) before the completion is published: a consumer on
+ * another thread that reaps it may post again at once and must find room. */
+static void req_complete(struct zd_tcp_qp *qp, uint64_t pos, uint32_t st)
 {
+	const struct zd_tcp_wr *wr = &qp->sq[pos & (qp->sq_depth - 1)];
+	DAT_COMPLETION_FLAGS flags = wr->flags;
+	DAT_DTO_COOKIE cookie = wr->cookie;
+	uint64_t total = wr->total;
+	DAT_DTOS op = wr->op;
+
+	/* release: pairs with the poster's acquire load of sq_head: the
+	 * entry is no longer read. */
+	atomic_store_explicit(&qp->sq_head, pos + 1, memory_order_release);
 	if (ZD_UNLIKELY(!qp->req_cq))
 		return;
 	if (ZD_LIKELY(st == DAT_DTO_SUCCESS) &&
-	    ((wr->flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
-	     ((wr->flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+	    ((flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
+	     ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
 	      (qp->ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))))
 		return;
-	zd_tcp_cq_complete(qp->req_cq, qp->ep, wr->cookie, (DAT_DTO_COMPLETION_STATUS)st,
-			   wr->total, wr->op);
+	zd_tcp_cq_complete(qp->req_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st, total, op);
 }
 
 static void recv_complete(struct zd_tcp_qp *qp, DAT_DTO_COOKIE cookie, uint32_t st, uint64_t len)
@@ -405,11 +481,14 @@ static void qp_flush_locked(struct zd_tcp_qp *qp)
 		qp->cstate = ZD_TCP_DOWN;
 		if (qp->fd >= 0)
 			shutdown(qp->fd, SHUT_RDWR);
-		if (qp->srq && !qp->destroying && !qp->lw_sent) {
-			/* IB's "last WQE reached": SRQ consumers wait for it. */
-			qp->lw_sent = true;
-			zd_evd_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
-		}
+	}
+	/* IB's "last WQE reached": SRQ consumers wait for it, after the
+	 * connection event and in the same order (dtestsrq pairs them), so
+	 * only once the CM (or the consumer) ended the connection, not when
+	 * the data path saw the end first. */
+	if (qp->srq && qp->local_end && !qp->destroying && !qp->lw_sent) {
+		qp->lw_sent = true;
+		zd_evd_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
 	}
 	atomic_store(&qp->tx_pending, 0);
 	atomic_store(&qp->rx_stalled, 0);
@@ -418,9 +497,15 @@ static void qp_flush_locked(struct zd_tcp_qp *qp)
 		qp->rx_kind = 0;
 	}
 	qp->rx_in_payload = false;
-	/* Early sends nobody will receive (their senders completed). */
-	qp->eager_head = qp->eager_tail;
-	atomic_store(&qp->eager_n, 0);
+	/* Sends that arrived whole before the end fill the receives posted
+	 * for them, now or later: their senders saw them complete (a sender
+	 * may disconnect before we post the receive; RC would have held its
+	 * send in RNR retries instead).  Not from inside eager_match. */
+	if (qp->eager_head != qp->eager_tail && !qp->in_eager) {
+		qp->in_eager = true;
+		eager_match(qp);
+		qp->in_eager = false;
+	}
 	/* seq_cst: pairs with the seq_cst store of rq_tail in post_recv. */
 	tail = atomic_load_explicit(&qp->rq_tail, memory_order_seq_cst);
 	head = atomic_load_explicit(&qp->rq_head, memory_order_relaxed);
@@ -431,13 +516,11 @@ static void qp_flush_locked(struct zd_tcp_qp *qp)
 	tail = atomic_load_explicit(&qp->sq_tail, memory_order_acquire);
 	head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
 	for (; head < tail; head++) {
-		const struct zd_tcp_wr *wr = &qp->sq[head & (qp->sq_depth - 1)];
+		uint32_t st = qp->sq[head & (qp->sq_depth - 1)].status;
 
-		req_complete(qp, wr, wr->status != DAT_DTO_SUCCESS ? wr->status
-								   : DAT_DTO_ERR_FLUSHED);
+		req_complete(qp, head, st != DAT_DTO_SUCCESS ? st : DAT_DTO_ERR_FLUSHED);
 	}
 	qp->sq_tx = qp->sq_acked = head;
-	atomic_store_explicit(&qp->sq_head, head, memory_order_release);
 }
 
 /* ZDAPL_TCP_DEBUG=1: one line on stderr for every broken connection. */
@@ -457,11 +540,20 @@ static __attribute__((cold)) void qp_why(struct zd_tcp_qp *qp, const char *why, 
 }
 #define QP_WHY(qp, why) qp_why((qp), (why), __LINE__)
 
-/* The connection is unusable: error, flush, socket shut down. */
+/* The connection is unusable: error, flush, socket shut down.  Unless the
+ * consumer ended it, the CM hears of it too (zd_cm_dev_broken): the EP
+ * goes BROKEN even if the CM's own socket still stands. */
 static void qp_break(struct zd_tcp_qp *qp)
 {
+	bool live = !qp->flushed && !qp->local_end && !qp->destroying &&
+		    (qp->cstate == ZD_TCP_UP || qp->cstate == ZD_TCP_CONNECTING);
+
 	atomic_store(&qp->error, 1);
 	qp_flush_locked(qp);
+	if (live && !qp->reported) {
+		qp->reported = true;
+		zd_cm_dev_broken(qp->ep);
+	}
 }
 
 /* The peer broke the protocol or our protection: as an HCA's QP access
@@ -511,7 +603,6 @@ static void qp_nak(struct zd_tcp_qp *qp, uint32_t seq, uint32_t status)
 static void sq_complete(struct zd_tcp_qp *qp)
 {
 	uint64_t head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
-	uint64_t start = head;
 
 	while (head < qp->sq_tx) {
 		const struct zd_tcp_wr *wr = &qp->sq[head & (qp->sq_depth - 1)];
@@ -521,13 +612,9 @@ static void sq_complete(struct zd_tcp_qp *qp)
 		if (wr->op == DAT_DTO_RDMA_READ ? !wr->done
 		    : (wr->op == DAT_DTO_RDMA_WRITE && head >= qp->sq_acked))
 			break;
-		req_complete(qp, wr, DAT_DTO_SUCCESS);
+		req_complete(qp, head, DAT_DTO_SUCCESS);
 		head++;
 	}
-	if (head != start)
-		/* release: pairs with the poster's acquire load of sq_head:
-		 * the entries are no longer read. */
-		atomic_store_explicit(&qp->sq_head, head, memory_order_release);
 	if (head == qp->sq_tx &&
 	    head < atomic_load_explicit(&qp->sq_tail, memory_order_acquire) &&
 	    qp->sq[head & (qp->sq_depth - 1)].status != DAT_DTO_SUCCESS) {
@@ -645,7 +732,12 @@ static void tx_progress(struct zd_tcp_qp *qp)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				atomic_store_explicit(&qp->tx_pending, 1, memory_order_relaxed);
+				bool was = atomic_exchange_explicit(&qp->tx_pending, 1,
+								    memory_order_relaxed);
+
+				/* The thread must see the socket drain. */
+				if (!was)
+					zd_tcp_qp_auto_arm(qp);
 				return;
 			}
 			QP_WHY(qp, "send failed");
@@ -697,19 +789,27 @@ static void rx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t
 		qp->rx_niov++;
 		len -= n;
 	}
+	/* The last byte gets its own copy: the kernel's copy into one iovec
+	 * entry is a string operation whose stores other CPUs may see out of
+	 * order, and a target polling the last byte of an RDMA write (dtest
+	 * -W) must find everything before it in place once it changes. */
+	if (qp->rx_niov && qp->rx_iov[qp->rx_niov - 1].iov_len > 1) {
+		struct iovec *v = &qp->rx_iov[qp->rx_niov - 1];
+
+		v->iov_len--;
+		qp->rx_iov[qp->rx_niov].iov_base = (char *)v->iov_base + v->iov_len;
+		qp->rx_iov[qp->rx_niov].iov_len = 1;
+		qp->rx_niov++;
+	}
 	qp->rx_in_payload = qp->rx_left != 0;
 }
 
 /* Position in the send queue of request @seq if sent and not completed. */
 static bool sq_pos(struct zd_tcp_qp *qp, uint32_t seq, uint64_t *pos)
 {
-	uint64_t head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
-	uint32_t d = seq - (uint32_t)(head - qp->sq_base);
-
-	if (d >= qp->sq_tx - head)
-		return false;
-	*pos = head + d;
-	return true;
+	return zd_tcp_seq_find(seq, qp->sq_base,
+			       atomic_load_explicit(&qp->sq_head, memory_order_relaxed), qp->sq_tx,
+			       pos);
 }
 
 /* The next posted receive (RQ or SRQ) into @out; false if none. */
@@ -792,28 +892,37 @@ static void rx_finish(struct zd_tcp_qp *qp)
 static int rx_dispatch(struct zd_tcp_qp *qp)
 {
 	const struct zd_tcp_hdr *h = &qp->rx_hdr;
+	const struct zd_tcp_wire_limits lim = {
+		.token = qp->token,
+		.expect_seq = qp->rx_expect,
+		.max_payload = ZD_TCP_MAX_PAYLOAD,
+		.hello_rcvd = qp->hello_rcvd,
+	};
+	enum zd_tcp_frame_verdict v = zd_tcp_frame_check(h, &lim);
 	uint32_t seq = le32toh(h->seq), len = le32toh(h->len);
 	uint32_t rkey = le32toh(h->rkey), rlen = le32toh(h->rlen);
 	uint64_t raddr = le64toh(h->raddr), pos;
 	struct zd_ia *ia = qp->ep->obj.ia;
 	struct zd_tcp_wr *wr;
+	const char *why = "bad frame";
 
-	if (le32toh(h->magic) != ZD_TCP_WIRE_MAGIC || h->version != ZD_TCP_WIRE_VERSION ||
-	    h->op == 0 || h->op > ZD_TCP_OP_MAX || len > ZD_TCP_MAX_PAYLOAD)
-		goto bad;
-	if (!qp->hello_rcvd) {
-		if (h->op != ZD_TCP_OP_HELLO || len != 0 || le64toh(h->token) != qp->token)
+	if (ZD_UNLIKELY(v != ZD_TCP_FRAME_OK)) {
+		why = zd_tcp_frame_verdict_str(v);
+		/* Before its HELLO the peer is not proven ours (wire.h). */
+		if (!qp->hello_rcvd)
 			goto foreign;
+		goto bad;
+	}
+	if (!qp->hello_rcvd) {
 		qp->hello_rcvd = true;
 		/* Proven: the listener is no longer needed. */
 		fd_close(qp, &qp->lis_fd);
 		qp->rx_hgot = 0;
 		return RX_OK;
 	}
+	/* zd_tcp_frame_check did the seq, len and rlen rules per op. */
 	switch (h->op) {
 	case ZD_TCP_OP_SEND:
-		if (seq != qp->rx_expect)
-			goto bad;
 		if (qp->eager_head != qp->eager_tail || !take_recv(qp, &qp->rx_recv)) {
 			/* No receive for it (yet): early sends wait in order. */
 			uint32_t i = qp->eager_tail % ZD_TCP_EAGER_SLOTS;
@@ -842,8 +951,6 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		rx_segs(qp, qp->rx_recv.seg, qp->rx_recv.nseg, len);
 		return RX_OK;
 	case ZD_TCP_OP_RDMA_WRITE:
-		if (seq != qp->rx_expect)
-			goto bad;
 		qp->rx_expect++;
 		if (!zd_tcp_key_check(ia, rkey, raddr, len ? len : 1,
 				      DAT_MEM_PRIV_REMOTE_WRITE_FLAG, qp->ep->pz)) {
@@ -858,8 +965,6 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		}
 		return RX_OK;
 	case ZD_TCP_OP_READ_REQ:
-		if (seq != qp->rx_expect || len != 0 || rlen > ZD_TCP_MAX_PAYLOAD)
-			goto bad;
 		if (qp->resp_tail - qp->resp_head >= ZD_TCP_RESP_DEPTH)
 			return RX_STALL;  /* answers pile up: stop reading */
 		qp->rx_expect++;
@@ -888,24 +993,18 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		rx_segs(qp, wr->seg, wr->nseg, len);
 		return RX_OK;
 	case ZD_TCP_OP_ACK:
-		if (len != 0)
+		/* Any request sent on this connection (sends may have
+		 * completed already), within half the seq space. */
+		if (!zd_tcp_seq_find(seq, qp->sq_base,
+				     qp->sq_tx - ZD_MIN(qp->sq_tx - qp->sq_base, (uint64_t)1 << 31),
+				     qp->sq_tx, &pos))
 			goto bad;
-		{
-			/* Any request sent on this connection (sends may have
-			 * completed already). */
-			uint64_t sent = qp->sq_tx - qp->sq_base;
-			uint32_t back = (uint32_t)sent - 1 - seq;
-
-			if (back >= ZD_MIN(sent, (uint64_t)1 << 31))
-				goto bad;
-			pos = qp->sq_tx - 1 - back;
-			if (pos + 1 > qp->sq_acked)
-				qp->sq_acked = pos + 1;
-		}
+		if (pos + 1 > qp->sq_acked)
+			qp->sq_acked = pos + 1;
 		qp->rx_hgot = 0;
 		return RX_OK;
 	case ZD_TCP_OP_NAK:
-		if (len != 0 || !sq_pos(qp, seq, &pos))
+		if (!sq_pos(qp, seq, &pos))
 			goto bad;
 		/* The target executes in order: everything before succeeded. */
 		if (pos > qp->sq_acked)
@@ -918,7 +1017,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		qp_break(qp);
 		return RX_BROKEN;
 	default:
-		goto bad;
+		goto bad;  /* not reached: zd_tcp_frame_check refused the op */
 	}
 foreign:
 	if (!qp->connector && qp->lis_fd >= 0) {
@@ -929,7 +1028,7 @@ foreign:
 		return RX_BROKEN;
 	}
 bad:
-	QP_WHY(qp, "bad frame");
+	QP_WHY(qp, why);
 	qp_break_violation(qp);
 	return RX_BROKEN;
 }
@@ -1016,13 +1115,16 @@ static void conn_progress(struct zd_tcp_qp *qp)
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ECONNABORTED)
+			    errno != ECONNABORTED) {
+				QP_WHY(qp, "accept failed");
 				qp_break(qp);
+			}
 			return;
 		}
 		fd_set_data(qp, fd);
 		qp->rx_hgot = 0;
 		qp->cstate = ZD_TCP_UP;
+		zd_tcp_qp_auto_arm(qp);
 	} else if (qp->cstate == ZD_TCP_CONNECTING) {
 		struct pollfd p = { .fd = qp->fd, .events = POLLOUT };
 		int err = 0;
@@ -1031,28 +1133,50 @@ static void conn_progress(struct zd_tcp_qp *qp)
 		if (poll(&p, 1, 0) <= 0)
 			return;
 		if (getsockopt(qp->fd, SOL_SOCKET, SO_ERROR, &err, &l) != 0 || err != 0) {
+			errno = err;
+			QP_WHY(qp, "connect failed");
 			qp_break(qp);
 			return;
 		}
 		qp->cstate = ZD_TCP_UP;
+		zd_tcp_qp_auto_arm(qp);
+	}
+}
+
+/* Graceful end (qp_flush): what the peer sent before it disconnected
+ * still completes, as the HCA would have: everything the socket holds is
+ * read, and a frame already begun is waited for (the rest of it is on its
+ * way: the peer's kernel had it before the peer's DISC went out, see
+ * zd_tcp_qp_flush), for ZD_TCP_HARVEST_MS at most. */
+static void harvest(struct zd_tcp_qp *qp)
+{
+	for (int waited = 0; qp->cstate == ZD_TCP_UP &&
+	     !atomic_load_explicit(&qp->error, memory_order_relaxed);) {
+		struct pollfd p = { .fd = qp->fd, .events = POLLIN };
+		int queued = 0;
+
+		rx_progress(qp);
+		if (qp->cstate != ZD_TCP_UP || atomic_load_explicit(&qp->error, memory_order_relaxed) ||
+		    atomic_load_explicit(&qp->rx_stalled, memory_order_relaxed))
+			break;  /* ended, or a send waits for a receive */
+		if (ioctl(qp->fd, SIOCINQ, &queued) == 0 && queued > 0)
+			continue;  /* more than one batch */
+		if (!qp->rx_in_payload && qp->rx_hgot == 0)
+			break;  /* between frames, nothing more */
+		if (waited >= ZD_TCP_HARVEST_MS || poll(&p, 1, 1) < 0)
+			break;
+		waited++;
 	}
 }
 
 static void qp_work(struct zd_tcp_qp *qp, uint32_t want)
 {
 	if (want & ZD_TCP_W_FLUSH) {
-		/* Graceful end (qp_flush): what the peer sent before it
-		 * disconnected still completes, as the HCA would have. */
-		for (int i = 0; i < 64 && qp->cstate == ZD_TCP_UP &&
-		     !atomic_load_explicit(&qp->error, memory_order_relaxed); i++) {
-			uint32_t before = qp->rx_hgot;
-			uint64_t left = qp->rx_left;
-			bool pay = qp->rx_in_payload;
-
-			rx_progress(qp);
-			if (qp->rx_hgot == before && qp->rx_left == left && qp->rx_in_payload == pay)
-				break;
-		}
+		if (!qp->flushed)
+			QP_WHY(qp, "flush asked (disconnect, reset, local check)");
+		qp->local_end = true;
+		if (!qp->flushed)
+			harvest(qp);
 		if (qp->cstate == ZD_TCP_UP)
 			sq_complete(qp);
 		atomic_store(&qp->error, 1);

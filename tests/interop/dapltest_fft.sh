@@ -28,7 +28,7 @@ if [ "$func" = queryinfo ]; then
 fi
 # Its own service point port (dapltest's default, 42768, is fixed), so FFT
 # runs may go in parallel.
-client fft 120 dapltest -T F -D "$ia" -n "$(free_port)" -f "$func" "$@"
+client fft 120 dapltest -T F -D "$ia" -n "$(free_port_block 1)" -f "$func" "$@"
 rc=$?
 show fft
 pass=$(grep -c "Result: PASS" "$dir/fft")

@@ -11,7 +11,7 @@ interop_init "$1" dtest
 shift 2
 server_start server "waiting for client connection" 150 dtest -s -P "$ia" "$@"
 wait_listen server 15828  # its side channel (CONN_PORT)
-client_against_server 120 dtest -P "$ia" -h 127.0.0.1 "$@"
+client_against_server 120 dtest -P "$ia" -h "$host" "$@"
 ok=0
 [ $crc -eq 0 ] && [ $src -eq 0 ] && has client "Test Complete. PASSED" &&
 	has server "Test Complete. PASSED" && ok=1

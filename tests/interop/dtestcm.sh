@@ -8,10 +8,10 @@
 ia=$2 n=$3
 interop_init "$1" dtestcm
 shift 3
-port=$(free_port)  # the service point
+port=$(free_port_block 1)  # the service point
 server_start server "waiting for client" 150 dtestcm -s -P "$ia" -c "$n" -p "$port" "$@"
 wait_listen server 15828  # its side channel (CONN_PORT)
-client_against_server 120 dtestcm -P "$ia" -h 127.0.0.1 -c "$n" -p "$port" "$@"
+client_against_server 120 dtestcm -P "$ia" -h "$host" -c "$n" -p "$port" "$@"
 ok=0
 has server "ALL $n CONNECTED on Server" && has client "ALL $n CONNECTED on Client" &&
 	has server "Connection Test Complete" && has client "Connection Test Complete" &&

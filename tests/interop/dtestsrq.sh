@@ -9,7 +9,7 @@ ia=$2 n=$3
 interop_init "$1" dtestsrq
 shift 3
 server_start server "ready on port" 150 dtestsrq -s -P "$ia" -c "$n" "$@"
-client_against_server 120 dtestsrq -P "$ia" -h 127.0.0.1 -c "$n" "$@"
+client_against_server 120 dtestsrq -P "$ia" -h "$host" -c "$n" "$@"
 ok=0
 [ $crc -eq 0 ] && [ $src -eq 0 ] &&
 	has server "ALL $n CONNECTED on server" && has client "ALL $n CONNECTED on client" &&

@@ -19,7 +19,18 @@
 #   wait_listen <name> <port>   waits (10 s at most) until that server
 #                               listens on TCP <port>
 #   free_port                   a TCP port nobody listens on right now
+#   free_port_block <n>         a port below the ephemeral range with the n
+#                               after it free too
+#
+# Two hosts (tests/netns/netns.sh): INTEROP_SERVER_WRAP and
+# INTEROP_CLIENT_WRAP are command prefixes servers and clients run under
+# (e.g. "ip netns exec <ns> env DAT_OVERRIDE=<its dat.conf>"), and
+# INTEROP_HOST ($host) the address clients reach the server at; by
+# default both run here and the server is 127.0.0.1.
 set -u
+srv_wrap=${INTEROP_SERVER_WRAP:-}
+cli_wrap=${INTEROP_CLIENT_WRAP:-}
+host=${INTEROP_HOST:-127.0.0.1}
 
 interop_init() {
 	conf=$1
@@ -49,7 +60,7 @@ interop_cleanup() {
 server_start() {
 	_name=$1 _pat=$2 _secs=$3
 	shift 3
-	timeout "$_secs" $linebuf "$@" >"$dir/$_name" 2>&1 &
+	timeout "$_secs" $srv_wrap $linebuf "$@" >"$dir/$_name" 2>&1 &
 	_pid=$!
 	servers="$servers $_pid"
 	eval "pid_$_name=$_pid"
@@ -102,7 +113,7 @@ stacks() { # name pid
 client() {
 	_name=$1 _secs=$2
 	shift 2
-	timeout -k 5 "$_secs" $linebuf "$@" >"$dir/$_name" 2>&1 &
+	timeout -k 5 "$_secs" $cli_wrap $linebuf "$@" >"$dir/$_name" 2>&1 &
 	_cpid=$!
 	servers="$servers $_cpid"  # killed too if we are
 	_i=0
@@ -148,7 +159,7 @@ verdict() {
 wait_listen() {
 	eval "_pid=\$pid_$1"
 	_i=0
-	while [ -z "$(ss -Hltn "sport = :$2" 2>/dev/null)" ]; do
+	while [ -z "$($srv_wrap ss -Hltn "sport = :$2" 2>/dev/null)" ]; do
 		_i=$((_i + 1))
 		if [ $_i -gt 100 ] || ! kill -0 "$_pid" 2>/dev/null; then
 			echo "server $1 never listened on port $2:"
@@ -162,4 +173,22 @@ wait_listen() {
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])' \
 		2>/dev/null || echo $((40000 + $$ % 20000))
+}
+
+# A base port below the kernel's ephemeral range (where the tcp device's
+# data listeners and every outgoing connection take theirs) with the <n>
+# ports after it free right now: dapltest's test EPs use base+1, base+2...
+free_port_block() { # n
+	_lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	_try=0
+	while [ $_try -lt 50 ]; do
+		_base=$((10000 + ($$ * 7919 + _try * 104729) % (_lo - 10000 - $1)))
+		if [ -z "$($srv_wrap ss -Htan "( sport >= :$_base and sport <= :$((_base + $1)) )" \
+			2>/dev/null)" ]; then
+			echo $_base
+			return
+		fi
+		_try=$((_try + 1))
+	done
+	free_port
 }

@@ -30,14 +30,14 @@ struct peer {
 	DAT_RMR_CONTEXT rkey;
 };
 
-static void peer_open(struct peer *p, DAT_MEM_PRIV_FLAGS priv)
+static void peer_open_on(struct peer *p, DAT_MEM_PRIV_FLAGS priv, const char *ia)
 {
 	DAT_REGION_DESCRIPTION r;
 	DAT_VLEN rlen;
 	DAT_VADDR raddr;
 
 	memset(p, 0, sizeof(*p));
-	node_open_on(&p->n, IA_TCP);
+	node_open_on(&p->n, ia);
 	CHK_RET(dat_evd_create(p->n.ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &p->req),
 		DAT_SUCCESS);
 	CHK_RET(dat_evd_create(p->n.ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &p->rcv),
@@ -49,6 +49,11 @@ static void peer_open(struct peer *p, DAT_MEM_PRIV_FLAGS priv)
 	CHK_RET(dat_lmr_create(p->n.ia, DAT_MEM_TYPE_VIRTUAL, r, BUF, p->n.pz, priv,
 			       DAT_VA_TYPE_VA, &p->lmr, &p->lkey, &p->rkey, &rlen, &raddr),
 		DAT_SUCCESS);
+}
+
+static void peer_open(struct peer *p, DAT_MEM_PRIV_FLAGS priv)
+{
+	peer_open_on(p, priv, IA_TCP);
 }
 
 static void peer_ep(struct peer *p, DAT_EP_HANDLE *ep, int with_srq)
@@ -720,5 +725,163 @@ Test(tcp, cno_wait_woken_by_arriving_send, .timeout = 60)
 	CHK(reap(pid, 20000) == 0);
 	CHK_RET(dat_evd_modify_cno(p.rcv, DAT_HANDLE_NULL), DAT_SUCCESS);
 	CHK_RET(dat_cno_free(cno), DAT_SUCCESS);
+	peer_close(&p);
+}
+
+/* ---- the data socket dies under a live CM connection: BROKEN ---- */
+
+static int c_datadeath(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_EVENT ev;
+	uint32_t port = msg_recv(fd, 10000);
+	int socks[16], n;
+
+	(void)arg;
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, port);
+	iov = seg(&p, 0, 8);
+	post_send(p.ep, 1, &iov, 1);
+	CHK(dto_wait(p.req, 10 * SEC, 1, NULL) == DAT_DTO_SUCCESS);
+	n = data_sockets((uint16_t)port, socks, 16);
+	CHK(n == 1);
+	/* The data connection ends; the CM's stays up. */
+	CHK(shutdown(socks[0], SHUT_RDWR) == 0);
+	/* Nobody polls the DTO EVDs: the IA's thread notices, the CM ends
+	 * the connection. */
+	CHK(wait_ev(p.n.conn_evd, 5 * SEC, &ev) == DAT_CONNECTION_EVENT_BROKEN);
+	msg_send(fd, 1);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, data_socket_death_breaks_ep, .timeout = 60)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_EVENT ev;
+	int fd;
+	pid_t pid = run_child(c_datadeath, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	for (int i = 0; i < 2; i++) {
+		iov = seg(&p, (size_t)i * 100, 64);
+		post_recv(&p, p.ep, 1, &iov, (uint64_t)(10 + i));
+	}
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	CHK(dto_wait(p.rcv, 10 * SEC, 10, NULL) == DAT_DTO_SUCCESS);
+	/* Both ends: the EP goes BROKEN (the CM socket did not fail), and
+	 * what was outstanding flushes. */
+	CHK(wait_ev(p.n.conn_evd, 5 * SEC, &ev) == DAT_CONNECTION_EVENT_BROKEN);
+	CHK(dto_wait(p.rcv, 5 * SEC, 11, NULL) == DAT_DTO_ERR_FLUSHED);
+	msg_recv(fd, 10000);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+/* ---- who makes progress at an RDMA target (zd_tcp.h) ---- */
+
+Test(tcp, unknown_option_refused, .timeout = 30)
+{
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+
+	CHK(DAT_GET_TYPE(dat_ia_open((DAT_NAME_PTR) "zdapl-tcp-lo-badopt", 8, &async, &ia)) ==
+	    DAT_INVALID_PARAMETER);
+}
+
+/* Initiator: one RDMA write of 4 KiB ending in a marker byte into the
+ * target's buffer; its completion needs the target's ACK. */
+static int c_spin_write(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_RMR_TRIPLET r;
+	DAT_DTO_COOKIE c = { .as_64 = 41 };
+	uint32_t port = msg_recv(fd, 10000), lo, hi;
+
+	peer_open_on(&p, DAT_MEM_PRIV_ALL_FLAG, arg);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, port);
+	r.rmr_context = msg_recv(fd, 10000);
+	lo = msg_recv(fd, 10000);
+	hi = msg_recv(fd, 10000);
+	r.virtual_address = (DAT_VADDR)lo | (DAT_VADDR)hi << 32;
+	r.segment_length = 4096;
+	fill(p.buf, 4096, 9);
+	p.buf[4095] = 0xee;
+	iov = seg(&p, 0, 4096);
+	CHK_RET(dat_ep_post_rdma_write(p.ep, 1, &iov, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(dto_wait(p.req, 20 * SEC, 41, NULL) == DAT_DTO_SUCCESS);
+	msg_send(fd, 1);
+	msg_recv(fd, 20000);
+	peer_close(&p);
+	return 0;
+}
+
+/* Target: after the connection, no DAT call at all, only memory reads,
+ * for @spin_ms; whether the marker landed meanwhile. */
+static bool spin_target(struct peer *p, int fd, uint64_t spin_ms)
+{
+	volatile uint8_t *last = p->buf + 4095;
+
+	msg_send(fd, p->rkey);
+	msg_send(fd, (uint32_t)(uintptr_t)p->buf);
+	msg_send(fd, (uint32_t)((uint64_t)(uintptr_t)p->buf >> 32));
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < spin_ms; usleep(100))
+		if (*last == 0xee)
+			return true;
+	return false;
+}
+
+Test(tcp, progress_thread_serves_spinning_target, .timeout = 60)
+{
+	struct peer p;
+	uint8_t want[4096];
+	int fd;
+	pid_t pid = run_child(c_spin_write, (void *)"zdapl-tcp-lo-thread", &fd);
+
+	peer_open_on(&p, DAT_MEM_PRIV_ALL_FLAG, "zdapl-tcp-lo-thread");
+	peer_ep(&p, &p.ep, 0);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	/* The IA's thread lands the write and ACKs it: the initiator's
+	 * write completes while we never call into DAT. */
+	CHK(spin_target(&p, fd, 10000));
+	CHK(msg_recv(fd, 20000) == 1);
+	fill(want, 4096, 9);
+	want[4095] = 0xee;
+	CHK(memcmp(p.buf, want, 4096) == 0);
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
+Test(tcp, progress_manual_needs_target_poll, .timeout = 60)
+{
+	struct peer p;
+	DAT_EVENT ev;
+	int fd;
+	pid_t pid = run_child(c_spin_write, (void *)"zdapl-tcp-lo-manual", &fd);
+
+	peer_open_on(&p, DAT_MEM_PRIV_ALL_FLAG, "zdapl-tcp-lo-manual");
+	peer_ep(&p, &p.ep, 0);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	/* progress=manual: a target that only spins on memory stalls the
+	 * initiator's write (README, "How it works")... */
+	CHK(!spin_target(&p, fd, 1000));
+	/* ...until it polls a DTO EVD of the IA. */
+	for (uint64_t t0 = now_ms(); p.buf[4095] != 0xee && now_ms() - t0 < 10000; usleep(100))
+		CHK(dat_evd_dequeue(p.rcv, &ev) != DAT_SUCCESS);
+	CHK(p.buf[4095] == 0xee);
+	CHK(msg_recv(fd, 20000) == 1);
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
 	peer_close(&p);
 }
