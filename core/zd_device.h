@@ -104,6 +104,17 @@ struct zd_device_ops {
 	/* Data path: moves up to @budget completions into the EVD ring
 	 * (evd->ring, consumer side) and returns how many. */
 	int (*cq_poll)(struct zd_evd *evd, int budget);
+	/* Data path, optional (NULL: dat_evd_dequeue polls with cq_poll, then
+	 * takes from the ring).  dat_evd_dequeue's tail call when the EVD's
+	 * consumer found the ring empty, with no resize drain and no spill
+	 * pending.  Takes the next completion straight into @out (no ring
+	 * slot) and returns DAT_SUCCESS, but only if, after reading it,
+	 * zd_evd_direct_ok(evd) holds (nothing older waits in the ring or its
+	 * spill list) and nothing older waits in the device's own queues;
+	 * @out is then what the ring would have handed back (solicited mark,
+	 * zeroed extension words).  An empty CQ: DAT_QUEUE_EMPTY.  Anything
+	 * else: cq_poll (budget zd_evd_room) and return zd_evd_take. */
+	DAT_RETURN (*cq_poll_one)(struct zd_evd *evd, DAT_EVENT *out);
 	/* Requests a zd_waiter_notify on evd->waiter for the next completion. */
 	void (*cq_arm)(struct zd_evd *evd);
 

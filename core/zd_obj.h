@@ -135,6 +135,10 @@ static ZD_ALWAYS_INLINE void *zd_obj_get(const void *h, enum zd_obj_type type)
 	if (ZD_UNLIKELY(atomic_load_explicit(&o->magic, memory_order_acquire) !=
 			ZD_OBJ_MAGIC_LIVE(type)))
 		return NULL;
+	/* NULL is below every zone (base > 0) and failed the compare above:
+	 * tells the callers' NULL checks they are already done. */
+	if (o == NULL)
+		__builtin_unreachable();
 	return o;
 }
 

@@ -5,12 +5,15 @@
  * Producers:
  *  - the consumer itself: under manual progress dat_evd_dequeue/wait call
  *    the device's cq_poll, which writes completions straight into the ring
- *    (never more than it has room for: the rest stay in the CQ);
+ *    (never more than it has room for: the rest stay in the CQ); on an
+ *    empty ring dat_evd_dequeue calls the device's cq_poll_one instead,
+ *    which hands the next completion straight to the caller when nothing
+ *    older waits (zd_evd_direct_ok);
  *  - foreign threads (CM thread, pinned pollers, dat_evd_post_se callers)
  *    through zd_evd_post(), inside a urcu-bp read-side section so that
  *    dat_evd_resize can swap rings under them.
  * A foreign event that finds the ring full is not dropped: it goes to a spill
- * list (and every later foreign event after it, keeping per-producer order)
+ * list (and every later event after it, foreign or polled, keeping order)
  * and DAT_ASYNC_ERROR_EVD_OVERFLOW is posted to the IA's async EVD.
  */
 #ifndef ZD_EVD_H
@@ -37,6 +40,7 @@ struct zd_evd {
 	/* read-mostly, one line: what the hot path looks at */
 	struct zd_ring *ring;             /* rcu_dereference by foreign producers */
 	int (*cq_poll)(struct zd_evd *evd, int budget);  /* manual progress */
+	DAT_RETURN (*cq_poll_one)(struct zd_evd *evd, DAT_EVENT *out);  /* optional */
 	struct zd_cno *_Atomic cno;
 	DAT_EVD_FLAGS flags;
 	DAT_COUNT qlen;
@@ -125,6 +129,28 @@ static inline bool zd_evd_ev_notifies(const DAT_EVENT *e, bool marks)
 	return v == ZD_EVD_SOLICITED_MAGIC;
 }
 
+/* For a device's cq_poll_one, after it read (with its acquire barrier) the
+ * completion it means to hand straight to the consumer: true when nothing
+ * older waits in the EVD, so skipping the ring keeps EVD order.  The ring
+ * must be drained (every claimed position taken: a producer between claim
+ * and publish holds an older event) and nothing spilled.  Read after the
+ * completion: an event claimed before that completion was produced (happens
+ * before it) is then seen here.  The caller checked evd->draining.
+ * Consumer only. */
+static ZD_ALWAYS_INLINE bool zd_evd_direct_ok(const struct zd_evd *evd)
+{
+	/* acquire: pairs with zd_evd_post's release store of spilling. */
+	return zd_ring_drained(evd->ring) &&
+	       !atomic_load_explicit(&evd->spilling, memory_order_acquire);
+}
+
+/* Room for cq_poll: an estimate (producers may take some meanwhile; a
+ * device that then fails a claim spills).  Consumer only. */
+static inline int zd_evd_room(const struct zd_evd *evd)
+{
+	return (int)(zd_ring_capacity(evd->ring) - zd_ring_count(evd->ring));
+}
+
 /* Posts an async error event of @type to @ia's async EVD. */
 void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
 
@@ -133,6 +159,10 @@ void zd_evd_destroy(struct zd_obj *o);
 
 /* Nonzero when the consumer can dequeue an event now (no progress made). */
 uint32_t zd_evd_ready(struct zd_evd *evd);
+
+/* The next event of the EVD's queues (resize drain, ring, spill list) into
+ * @out: DAT_SUCCESS, or DAT_QUEUE_EMPTY.  No progress.  Consumer only. */
+DAT_RETURN zd_evd_take(struct zd_evd *evd, DAT_EVENT *out);
 
 /* Polls the EVD's CQ (manual progress); consumer thread only. */
 void zd_evd_progress(struct zd_evd *evd);

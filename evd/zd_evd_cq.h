@@ -39,12 +39,16 @@ void zd_evd_cq_post_local(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HAND
  * poster, or posters that synchronise) reaches the consumer first:
  *  - A went direct: its claim on the EVD ring's tail precedes B's claim
  *    there, or the claim by which cq_poll later forwards B from @local
- *    (that drain runs after B's enqueue into @local, which is after A).
+ *    (that drain runs after B's enqueue into @local, which is after A);
+ *    a cq_poll_one takes B from @local straight to the consumer only if
+ *    the EVD ring is drained after it saw B (zd_evd_direct_ok), i.e. A
+ *    was taken already.
  *  - A went into @local: B goes direct only if zd_ring_drained(@local)
  *    holds, i.e. its acquire load of @local's head read the consumer's
  *    release store made after zd_evd_cq_drain had enqueued A into the EVD
- *    ring, so A's claim there precedes B's.  Otherwise B follows A in
- *    @local.  A concurrent cq_poll draining @local only ever moves events
+ *    ring, so A's claim there precedes B's (or after cq_poll_one had
+ *    copied A out to the consumer).  Otherwise B follows A in @local.
+ *    A concurrent cq_poll draining @local only ever moves events
  *    already in it (claimed before B's check), so it cannot put anything
  *    of A's producer behind B.
  * Completions with no happens-before between them have no order to keep.
@@ -110,15 +114,22 @@ static ZD_ALWAYS_INLINE void zd_evd_cq_post_direct(struct zd_ring *local, struct
 /* Consumer side (cq_poll): moves up to @budget completions from @local into
  * the EVD ring; @budget is the room cq_poll was given, but producers that
  * post directly (zd_evd_cq_post_direct) may take some of it meanwhile, so
- * this stops at a full ring and the rest wait in @local. */
+ * this stops at a full ring and the rest wait in @local.  While events wait
+ * in the spill list they are older: these go behind them (zd_evd_post
+ * spills), not into the ring ahead of them. */
 static inline int zd_evd_cq_drain(struct zd_ring *local, struct zd_evd *evd, int budget)
 {
 	const DAT_EVENT *ev;
 	int n = 0;
 
 	while (n < budget && (ev = zd_ring_peek(local)) != NULL) {
-		if (ZD_UNLIKELY(!zd_ring_enqueue(evd->ring, ev)))
+		/* acquire: pairs with zd_evd_post's release store of spilling. */
+		if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire))) {
+			if (zd_evd_post(evd, ev, 1) != DAT_SUCCESS)
+				break;  /* no memory: it stays in @local */
+		} else if (ZD_UNLIKELY(!zd_ring_enqueue(evd->ring, ev))) {
 			break;
+		}
 		zd_ring_drop(local);
 		n++;
 	}

@@ -380,6 +380,31 @@ static inline void zd_ring_drop(struct zd_ring *r)
 }
 
 /*
+ * Consumer only: a dequeue in two steps, for a consumer that checks
+ * something else between seeing the next event published and taking it
+ * (zd_shm_cq_poll_one).  zd_ring_front: the published slot at head, or NULL
+ * (acquire, as zd_ring_dequeue).  zd_ring_take_front: copies that slot's
+ * event out (extension words zeroed) and frees it.
+ */
+static inline const struct zd_ring_slot *zd_ring_front(const struct zd_ring *r)
+{
+	uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+	const struct zd_ring_slot *s = &r->slots[pos & r->mask];
+
+	/* acquire: pairs with the producer's release store of seq. */
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
+		return NULL;
+	return s;
+}
+
+static inline void zd_ring_take_front(struct zd_ring *r, const struct zd_ring_slot *s,
+				      DAT_EVENT *out)
+{
+	zd_ring__get(out, s);
+	zd_ring_drop(r);
+}
+
+/*
  * Consumer only: how many events, up to 'limit', can be dequeued right now
  * without waiting (published, contiguous from head). Exact for the consumer
  * at the instant each slot is read, and a lower bound afterwards (producers

@@ -4,6 +4,8 @@
  * in the EVD ring's slots) and arm (zdapl writes the arm doorbell; never
  * ibv_req_notify_cq).  zd_mlx5_cq_poll takes one successful requester CQE
  * straight through; every other case goes to the general loop.
+ * zd_mlx5_cq_poll_one (dat_evd_dequeue on an empty ring) takes the same
+ * case straight into the caller's DAT_EVENT, with no ring slot at all.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -74,7 +76,8 @@ void zd_mlx5_cq_destroy(struct zd_evd *evd)
 
 /* The ring had no room after all (an EVD shared with other producers,
  * e.g. DTO and connection events in one, may fill under cq_poll's
- * budget): zd_evd_post spills, never drops. */
+ * budget), or events wait in the spill list: zd_evd_post spills, never
+ * drops, and keeps the order. */
 static __attribute__((noinline)) void dto_event_spill(struct zd_evd *evd,
 						      const DAT_DTO_COMPLETION_EVENT_DATA *d,
 						      bool solicited)
@@ -113,18 +116,20 @@ static ZD_ALWAYS_INLINE void put2x32(void *p, uint32_t lo, uint32_t hi)
 	memcpy(p, &v, sizeof(v));
 }
 
-/* The payload of a DTO completion event, in place in a claimed ring slot. */
-static ZD_ALWAYS_INLINE void dto_fill(struct zd_ring_slot *s, struct zd_evd *evd, struct zd_ep *ep,
+/* The payload of a DTO completion event (the head of a DAT_EVENT, up to
+ * its extension words), in place in a claimed ring slot (its mirror) or in
+ * the consumer's DAT_EVENT. */
+static ZD_ALWAYS_INLINE void dto_fill(DAT_EVENT *e, struct zd_evd *evd, struct zd_ep *ep,
 				      DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
 				      uint32_t len, DAT_DTOS op, bool solicited)
 {
-	DAT_DTO_COMPLETION_EVENT_DATA *d = &s->event_data.dto_completion_event_data;
+	DAT_DTO_COMPLETION_EVENT_DATA *d = &e->event_data.dto_completion_event_data;
 
 	/* Three of the seven words as pairs of 32-bit fields: event number
 	 * and the solicited mark, status and length, operation and
 	 * rmr_context (0). */
-	put2x32(s, DAT_DTO_COMPLETION_EVENT, solicited ? ZD_EVD_SOLICITED_MAGIC : 0);
-	s->evd_handle = evd;
+	put2x32(e, DAT_DTO_COMPLETION_EVENT, solicited ? ZD_EVD_SOLICITED_MAGIC : 0);
+	e->evd_handle = evd;
 	d->ep_handle = ep;
 	d->user_cookie = cookie;
 	put2x32(&d->status, st, st == DAT_DTO_SUCCESS ? len : 0);
@@ -138,7 +143,11 @@ static ZD_ALWAYS_INLINE void dto_event(struct zd_evd *evd, struct zd_ep *ep, DAT
 				       bool solicited)
 {
 	uint64_t pos;
-	struct zd_ring_slot *s = zd_ring_claim(evd->ring, &pos);
+	/* Spilled events are older: this one goes behind them, not into the
+	 * ring ahead of them (acquire: pairs with zd_evd_post's release). */
+	struct zd_ring_slot *s =
+		ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire)) ?
+			NULL : zd_ring_claim(evd->ring, &pos);
 
 	if (ZD_UNLIKELY(!s)) {
 		const DAT_DTO_COMPLETION_EVENT_DATA dd = {
@@ -149,8 +158,45 @@ static ZD_ALWAYS_INLINE void dto_event(struct zd_evd *evd, struct zd_ep *ep, DAT
 		dto_event_spill(evd, &dd, solicited);
 		return;
 	}
-	dto_fill(s, evd, ep, cookie, st, len, op, solicited);
+	dto_fill((DAT_EVENT *)(void *)s, evd, ep, cookie, st, len, op, solicited);
 	zd_ring_publish(s, pos);
+}
+
+/* The QP of a CQE, inside a counted pass: the last one looked up on this
+ * CQ (one compare: a latency loop sees one QP), else the QPN table. */
+static __attribute__((noinline)) struct zd_mlx5_qp *cq_qp_miss(struct zd_mlx5_cq_obj *cq,
+								uint32_t qpn)
+{
+	struct zd_mlx5_qp *qp = zd_mlx5_qp_lookup(cq->dev, qpn);
+
+	if (qp) {
+		cq->q.last_qpn = qpn;
+		/* relaxed: read back by this thread only; qp_unbuild's clear
+		 * is ordered by its zd_mlx5_sync_pollers. */
+		atomic_store_explicit(&cq->q.last_qp, qp, memory_order_relaxed);
+	}
+	return qp;
+}
+
+static ZD_ALWAYS_INLINE struct zd_mlx5_qp *cq_qp(struct zd_mlx5_cq_obj *cq, uint32_t qpn)
+{
+	struct zd_mlx5_qp *qp = atomic_load_explicit(&cq->q.last_qp, memory_order_relaxed);
+
+	if (ZD_LIKELY(qp != NULL) && ZD_LIKELY(cq->q.last_qpn == qpn))
+		return qp;
+	return cq_qp_miss(cq, qpn);
+}
+
+void zd_mlx5_cq_forget_qp(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp)
+{
+	pthread_mutex_lock(&dev->lock);
+	for (struct zd_mlx5_cq_obj *cq = dev->cqs; cq; cq = cq->next) {
+		struct zd_mlx5_qp *want = qp;
+
+		/* Only ours: the poller may be caching another QP meanwhile. */
+		atomic_compare_exchange_strong(&cq->q.last_qp, &want, NULL);
+	}
+	pthread_mutex_unlock(&dev->lock);
 }
 
 /* Every CQE but a successful requester one: errors, receives, CQEs of
@@ -164,7 +210,7 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 	DAT_DTO_COOKIE cookie;
 
 	zd_mlx5_cqe_parse(cqe, &ci);
-	qp = zd_mlx5_qp_lookup(cq->dev, ci.qpn);
+	qp = cq_qp(cq, ci.qpn);
 	if (ZD_UNLIKELY(!qp))
 		return 0;  /* a QP destroyed (or reset) since: drop */
 	st = ZD_UNLIKELY(ci.error) ? zd_mlx5_syndrome_status(ci.syndrome) : DAT_DTO_SUCCESS;
@@ -203,7 +249,7 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
  */
 static ZD_ALWAYS_INLINE int cqe_req_ok(struct zd_mlx5_cq_obj *cq, const struct mlx5_cqe64 *cqe)
 {
-	struct zd_mlx5_qp *qp = zd_mlx5_qp_lookup(cq->dev, be32toh(cqe->sop_drop_qpn) & 0xffffff);
+	struct zd_mlx5_qp *qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
 	struct zd_mlx5_sq_wr *wr;
 
 	if (ZD_UNLIKELY(!qp))
@@ -287,23 +333,67 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 	pass_begin(cq);
 	if (ZD_UNLIKELY((op_own >> 4) != MLX5_CQE_REQ))
 		return cq_poll_more(cq, budget, 0);
-	qp = zd_mlx5_qp_lookup(cq->dev, be32toh(cqe->sop_drop_qpn) & 0xffffff);
+	qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
 	if (ZD_UNLIKELY(!qp))
 		return cq_poll_more(cq, budget, 0);
 	wc = be16toh(cqe->wqe_counter);
 	wr = &qp->sq.wr[wc & qp->sq.mask];
 	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT)))
 		return cq_poll_more(cq, budget, 0);
+	/* Behind spilled events, never ahead (dto_event). */
+	if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire)))
+		return cq_poll_more(cq, budget, 0);
 	s = zd_ring_claim(evd->ring, &pos);
 	if (ZD_UNLIKELY(!s))
 		return cq_poll_more(cq, budget, 0);
 	cq->q.ci++;
 	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
-	dto_fill(s, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
+	dto_fill((DAT_EVENT *)(void *)s, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len,
+		 (DAT_DTOS)wr->op, false);
 	zd_ring_publish(s, pos);
 	if (ZD_UNLIKELY(budget > 1 && zd_mlx5_cq_next_own(&cq->q, &op_own)))
 		return cq_poll_more(cq, budget, 1);
 	return pass_end(cq, 1);
+}
+
+/*
+ * zd_mlx5_cq_poll's latency case, straight into the consumer's DAT_EVENT
+ * (the EVD ring found empty; see cq_poll_one in core/zd_device.h): no ring
+ * slot claimed, published, then dequeued.  The EVD check comes after the
+ * CQE's owner bit and barrier (zd_evd_direct_ok).  Anything else polls the
+ * ordinary way and leaves the caller to the ring.
+ */
+DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
+{
+	struct zd_mlx5_cq_obj *cq = evd->cq_priv;
+	struct mlx5_cqe64 *cqe;
+	struct zd_mlx5_qp *qp;
+	struct zd_mlx5_sq_wr *wr;
+	uint16_t wc;
+	uint8_t op_own;
+
+	if (ZD_UNLIKELY(!cq) || !(cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)))
+		return DAT_QUEUE_EMPTY;
+	pass_begin(cq);
+	if (ZD_UNLIKELY((op_own >> 4) != MLX5_CQE_REQ))
+		goto slow;
+	qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
+	if (ZD_UNLIKELY(!qp))
+		goto slow;
+	wc = be16toh(cqe->wqe_counter);
+	wr = &qp->sq.wr[wc & qp->sq.mask];
+	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT) || !zd_evd_direct_ok(evd)))
+		goto slow;
+	cq->q.ci++;
+	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	dto_fill(out, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
+	/* As the ring hands events back (zd_ring.h: no extension events). */
+	memset(out->event_extension_data, 0, sizeof(out->event_extension_data));
+	pass_end(cq, 1);
+	return DAT_SUCCESS;
+slow:
+	cq_poll_more(cq, zd_evd_room(evd), 0);
+	return zd_evd_take(evd, out);
 }
 
 void zd_mlx5_cq_arm_op(struct zd_evd *evd)

@@ -38,7 +38,23 @@ struct zd_mlx5_cq {
 	volatile __be32 *dbrec;
 	uint8_t *uar;
 	_Atomic uint32_t arm_sn;      /* completion events taken so far */
+	/* The QP of the last CQE (zd_mlx5_cq.c cq_qp): set by the poller
+	 * inside a pass, cleared by qp_unbuild (zd_mlx5_cq_forget_qp). */
+	uint32_t last_qpn;
+	struct zd_mlx5_qp *_Atomic last_qp;
 };
+
+struct zd_evd;
+struct zd_mlx5_dev;
+struct zd_mlx5_qp;
+
+/* zd_mlx5_cq.c: the device's cq_poll_one (core/zd_device.h). */
+DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out);
+
+/* zd_mlx5_cq.c: drops @qp from every CQ's last-QP cache.  For qp_unbuild,
+ * between two zd_mlx5_sync_pollers: after the first (the QP unlisted) no
+ * pass can cache it again; after the second none still uses the cache. */
+void zd_mlx5_cq_forget_qp(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp);
 
 /* zd_mlx5_queue.c: 0 or -EINVAL (sizes not powers of two, cqe_size < 64). */
 int zd_mlx5_cq_init(struct zd_mlx5_cq *cq, const struct zd_mlx5_cq_desc *d);

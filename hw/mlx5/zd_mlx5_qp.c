@@ -153,6 +153,10 @@ static void qp_unbuild(struct zd_mlx5_qp *qp)
 	qpt_set(dev, qp->qpn, NULL);
 	/* No poller still inside a pass that found it (zd_mlx5.h). */
 	zd_mlx5_sync_pollers(dev);
+	/* A pass that found it listed may have cached it (zd_mlx5_cq.c);
+	 * none can now: drop it, then wait out passes that used the cache. */
+	zd_mlx5_cq_forget_qp(dev, qp);
+	zd_mlx5_sync_pollers(dev);
 	dev->be->qp_destroy(dev->bctx, qp->bqp);
 	qp->bqp = NULL;
 	qp_flush_outstanding(qp);

@@ -462,6 +462,7 @@ void zd_shm_peer_ring(struct zd_shm_ia_shared *ia, uint32_t need);
 DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth);
 void zd_shm_cq_destroy(struct zd_evd *evd);
 int zd_shm_cq_poll(struct zd_evd *evd, int budget);
+DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out);
 void zd_shm_cq_arm(struct zd_evd *evd);
 /* Copy-on-write change of an RCU list of QPs (caller serialises); with
  * @polled, also waits out that CQ's poller (its recv_qps) before the old

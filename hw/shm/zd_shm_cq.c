@@ -176,7 +176,7 @@ int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 	int n = 0;
 
 	if (ZD_UNLIKELY(!cq))
-		return 0;
+		return DAT_QUEUE_EMPTY;
 	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed)) {
 		/* Inside the walk: a writer swapping recv_qps waits until we
 		 * leave before it frees the old list (poller_wait). */
@@ -203,6 +203,36 @@ int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 		rcu_read_unlock();
 	}
 	return n + zd_evd_cq_drain(cq->local, evd, budget - n);
+}
+
+/*
+ * cq_poll_one (core/zd_device.h): with no receive QP and no queued send
+ * (nothing to reap first), the next completion of cq->local straight into
+ * the consumer's DAT_EVENT.  It is checked against the EVD after its slot
+ * reads as published (zd_evd_direct_ok), and freed only once copied out:
+ * a poster that then finds cq->local drained and goes direct
+ * (zd_evd_cq_post_direct) is behind it, as after a cq_poll drain.
+ */
+DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
+{
+	struct zd_shm_cq *cq = evd->cq_priv;
+	const struct zd_ring_slot *s;
+
+	if (ZD_UNLIKELY(!cq))
+		return 0;
+	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed) ||
+	    atomic_load_explicit(&cq->backlog, memory_order_relaxed))
+		goto slow;
+	s = zd_ring_front(cq->local);
+	if (!s)
+		return DAT_QUEUE_EMPTY;
+	if (ZD_UNLIKELY(!zd_evd_direct_ok(evd)))
+		goto slow;
+	zd_ring_take_front(cq->local, s, out);
+	return DAT_SUCCESS;
+slow:
+	zd_shm_cq_poll(evd, zd_evd_room(evd));
+	return zd_evd_take(evd, out);
 }
 
 void zd_shm_cq_arm(struct zd_evd *evd)

@@ -102,6 +102,7 @@ static const struct zd_device_ops zd_shm_ops = {
 	.cq_create = zd_shm_cq_create,
 	.cq_destroy = zd_shm_cq_destroy,
 	.cq_poll = zd_shm_cq_poll,
+	.cq_poll_one = zd_shm_cq_poll_one,
 	.cq_arm = zd_shm_cq_arm,
 	.qp_create = zd_shm_qp_create,
 	.qp_local_blob = zd_shm_qp_local_blob,

@@ -264,6 +264,36 @@ Test(zd_ring, burst_bulk_peek)
 	zd_ring_destroy(r);
 }
 
+/* zd_ring_front + zd_ring_take_front: a dequeue in two steps; the front
+ * stays put until taken, and comes out as zd_ring_dequeue hands it. */
+Test(zd_ring, front_then_take)
+{
+	struct zd_ring *r = zd_ring_create(2);
+	DAT_EVENT in[3], out, want;
+	const struct zd_ring_slot *s;
+
+	cr_assert_null(zd_ring_front(r));
+	for (int k = 0; k < 3; k++) {
+		memset(&in[k], 0x3C + k, sizeof(in[k]));
+		in[k].event_number = DAT_DTO_COMPLETION_EVENT;
+		in[k].event_data.dto_completion_event_data.user_cookie.as_64 = 70u + (unsigned)k;
+	}
+	for (int lap = 0; lap < 3; lap++) {  /* wraps a 2-slot ring */
+		cr_assert(zd_ring_enqueue(r, &in[lap]));
+		s = zd_ring_front(r);
+		cr_assert_not_null(s);
+		cr_assert_eq(zd_ring_front(r), s, "front moved before the take");
+		memset(&out, 0xEE, sizeof(out));
+		zd_ring_take_front(r, s, &out);
+		want = in[lap];
+		memset(want.event_extension_data, 0, sizeof(want.event_extension_data));
+		cr_assert_eq(memcmp(&out, &want, sizeof(want)), 0, "lap %d", lap);
+		cr_assert_null(zd_ring_front(r));
+		cr_assert(zd_ring_drained(r));
+	}
+	zd_ring_destroy(r);
+}
+
 /* The slot carries event_number, evd_handle and event_data byte for byte
  * (padding included) and not event_extension_data: every way out shows it
  * zero, whatever the producer had there or the caller's buffer held. */

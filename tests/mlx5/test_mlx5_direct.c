@@ -1,0 +1,630 @@
+/*
+ * test_mlx5_direct: dat_evd_dequeue's direct poll (the device's cq_poll_one:
+ * an empty EVD ring, the completion taken straight from the CQ into the
+ * caller's DAT_EVENT) keeps every EVD rule.  Through core's real IA, EVD and
+ * EP over a backend whose queues are plain memory; the test writes the
+ * requester CQEs as the NIC would (as bench_mlx5_instr does).
+ *
+ *  - bytes: the direct event equals the one the ring path hands back
+ *    (fields, solicited mark, zeroed extension words); the ring is not used;
+ *  - order: an event already in the ring, or claimed there and not yet
+ *    published, or spilled after an overflow, comes out before a CQE the
+ *    direct path could take; overflow is reported once, as before;
+ *  - a producer thread racing the direct poll: each source's events in
+ *    order, none lost, and every foreign event that happened before a
+ *    completion (it was posted before the NIC wrote the CQE) dequeued
+ *    before it.
+ */
+#include <endian.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/zd_api.h"
+#include "core/zd_ep.h"
+#include "core/zd_ia.h"
+#include "core/zd_obj.h"
+#include "evd/zd_evd.h"
+#include "hw/mlx5/zd_mlx5.h"
+
+#define T_IA        "zdapl-mlx5direct"
+#define T_DEV       "mlx5direct"
+#define SQ_WQES     64
+#define BF_SIZE     256
+#define FOREIGN_EP  ((DAT_EP_HANDLE)(uintptr_t)0xf0f0)  /* marks foreign events */
+
+void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *instance_data);
+
+static int failures;
+
+#define EXPECT(cond, ...) do {                                               \
+	if (!(cond)) {                                                       \
+		fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+		fprintf(stderr, __VA_ARGS__);                                \
+		fprintf(stderr, "\n");                                       \
+		failures++;                                                  \
+	}                                                                    \
+} while (0)
+
+static void die(const char *what, DAT_RETURN ret)
+{
+	fprintf(stderr, "test_mlx5_direct: %s failed (%#x)\n", what, (unsigned)ret);
+	exit(1);
+}
+
+#define CHECK(call) do { DAT_RETURN r_ = (call); if (r_ != DAT_SUCCESS) die(#call, r_); } while (0)
+
+static void *zalloc64(size_t n)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, n) != 0) {
+		perror("posix_memalign");
+		exit(1);
+	}
+	memset(p, 0, n);
+	return p;
+}
+
+/* ---- the backend: queues in plain memory, the test is the NIC ---- */
+
+struct bcq {
+	uint8_t *buf;
+	uint32_t cqe_cnt;
+	uint32_t hw_pi;
+	__be32 dbrec[2];
+	uint8_t uar[4096] __attribute__((aligned(64)));
+};
+
+struct bqp {
+	uint8_t *sq, *rq, *bf;
+	__be32 dbrec[2];
+	uint32_t qpn;
+	uint16_t hw_ci;
+};
+
+static struct bqp *the_qp;
+static struct bcq *the_scq;
+
+static DAT_RETURN b_open(const struct zd_ia_params *p, void **ctx, struct zd_mlx5_caps *caps,
+			 struct sockaddr_in *addr)
+{
+	memset(caps, 0, sizeof(*caps));
+	caps->max_qp_wr = SQ_WQES;
+	caps->max_sge = 4;
+	caps->max_inline = 64;
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(0x7f000001);
+	*ctx = NULL;
+	return DAT_SUCCESS;
+}
+
+static void b_close(void *ctx)
+{
+}
+
+static int b_event_wait(void *ctx, int ms)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+static int b_event_get(void *ctx, void **cq_ctx)
+{
+	return 0;
+}
+
+static DAT_RETURN b_pd_alloc(void *ctx, void **pd)
+{
+	*pd = zalloc64(64);
+	return DAT_SUCCESS;
+}
+
+static void b_pd_free(void *ctx, void *pd)
+{
+	free(pd);
+}
+
+static DAT_RETURN b_mr_reg(void *ctx, void *pd, uint64_t addr, uint64_t len,
+			   DAT_MEM_PRIV_FLAGS priv, void **mr, uint32_t *lkey, uint32_t *rkey)
+{
+	static uint32_t key = 0x7000;
+
+	*mr = zalloc64(64);
+	*lkey = key++;
+	*rkey = key++;
+	return DAT_SUCCESS;
+}
+
+static void b_mr_dereg(void *ctx, void *mr)
+{
+	free(mr);
+}
+
+static DAT_RETURN b_cq_create(void *ctx, uint32_t min_cqe, void *cq_ctx, void **out,
+			      struct zd_mlx5_cq_desc *d)
+{
+	struct bcq *c = zalloc64(sizeof(*c));
+	uint32_t n = 4;
+
+	while (n < min_cqe)
+		n <<= 1;
+	c->buf = zalloc64((size_t)n * 64);
+	c->cqe_cnt = n;
+	for (uint32_t i = 0; i < n; i++)
+		((struct mlx5_cqe64 *)(c->buf + (size_t)i * 64))->op_own = MLX5_CQE_INVALID << 4;
+	*d = (struct zd_mlx5_cq_desc){ .buf = c->buf, .cqe_cnt = n, .cqe_size = 64,
+		.dbrec = c->dbrec, .uar = c->uar, .cqn = 0x31 };
+	*out = c;
+	return DAT_SUCCESS;
+}
+
+static void b_cq_destroy(void *ctx, void *cq)
+{
+	struct bcq *c = cq;
+
+	free(c->buf);
+	free(c);
+}
+
+static DAT_RETURN b_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, void **out,
+			      struct zd_mlx5_sq_desc *sq, struct zd_mlx5_rq_desc *rq,
+			      uint32_t *max_inline)
+{
+	static uint32_t qpn = 0x2d4;
+	struct bqp *q = zalloc64(sizeof(*q));
+
+	q->sq = zalloc64(SQ_WQES * 64);
+	q->rq = zalloc64(SQ_WQES * 64);
+	q->bf = zalloc64(2 * BF_SIZE);
+	q->qpn = qpn++;
+	*sq = (struct zd_mlx5_sq_desc){ .buf = q->sq, .wqe_cnt = SQ_WQES, .stride = 64,
+		.dbrec = &q->dbrec[MLX5_SND_DBR], .bf_reg = q->bf, .bf_size = BF_SIZE,
+		.qpn = q->qpn };
+	*rq = (struct zd_mlx5_rq_desc){ .buf = q->rq, .wqe_cnt = SQ_WQES, .stride = 64,
+		.dbrec = &q->dbrec[MLX5_RCV_DBR] };
+	*max_inline = init->max_inline;
+	*out = q;
+	if (!the_qp)
+		the_qp = q;
+	if (!the_scq)
+		the_scq = init->send_cq;
+	return DAT_SUCCESS;
+}
+
+static size_t b_qp_blob(void *ctx, void *qp, void *blob, size_t max)
+{
+	memcpy(blob, &((struct bqp *)qp)->qpn, 4);
+	return 4;
+}
+
+static DAT_RETURN b_qp_connect(void *ctx, void *qp, const void *peer, size_t len)
+{
+	return len == 4 ? DAT_SUCCESS : DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+}
+
+static void b_qp_to_error(void *ctx, void *qp)
+{
+}
+
+static void b_qp_destroy(void *ctx, void *qp)
+{
+	struct bqp *q = qp;
+
+	free(q->sq);
+	free(q->rq);
+	free(q->bf);
+	free(q);
+}
+
+static const struct zd_mlx5_backend direct_be = {
+	.open = b_open, .close = b_close,
+	.event_wait = b_event_wait, .event_get = b_event_get,
+	.pd_alloc = b_pd_alloc, .pd_free = b_pd_free,
+	.mr_reg = b_mr_reg, .mr_dereg = b_mr_dereg,
+	.cq_create = b_cq_create, .cq_destroy = b_cq_destroy,
+	.qp_create = b_qp_create, .qp_blob = b_qp_blob, .qp_connect = b_qp_connect,
+	.qp_to_error = b_qp_to_error, .qp_destroy = b_qp_destroy,
+};
+
+ZD_MLX5_BACKEND_REGISTER(direct_be, T_DEV, "mlx5 direct-poll test (plain memory)", 0)
+
+/* Executes the doorbells rung since the last call: a requester CQE for
+ * each WQE (every one asked for a completion). */
+static void nic_run(void)
+{
+	struct bqp *q = the_qp;
+	struct bcq *c = the_scq;
+	uint16_t pi = (uint16_t)be32toh(__atomic_load_n(&q->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
+
+	while (q->hw_ci != pi) {
+		const struct mlx5_wqe_ctrl_seg *ctrl =
+			(const void *)(q->sq + (size_t)(q->hw_ci & (SQ_WQES - 1)) * 64);
+		uint16_t idx = (uint16_t)(be32toh(ctrl->opmod_idx_opcode) >> 8);
+		unsigned nbb = ((be32toh(ctrl->qpn_ds) & 0x3f) * 16 + 63) / 64;
+		struct mlx5_cqe64 *cqe =
+			(void *)(c->buf + (size_t)(c->hw_pi & (c->cqe_cnt - 1)) * 64);
+		uint8_t owner = !!(c->hw_pi & c->cqe_cnt);
+
+		memset(cqe, 0, 63);
+		cqe->sop_drop_qpn = htobe32(q->qpn);
+		cqe->wqe_counter = htobe16(idx);
+		__atomic_store_n(&cqe->op_own, (uint8_t)(MLX5_CQE_REQ << 4 | owner),
+				 __ATOMIC_RELEASE);
+		c->hw_pi++;
+		q->hw_ci += nbb;
+	}
+}
+
+struct env {
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async_evd, req_evd;
+	DAT_EP_HANDLE ep_h;
+	struct zd_evd *evd;
+	DAT_LMR_TRIPLET l;
+	DAT_RMR_TRIPLET r;
+};
+
+static uint64_t src __attribute__((aligned(64))), dst __attribute__((aligned(64)));
+
+static void post_write(struct env *e, uint64_t cookie)
+{
+	DAT_DTO_COOKIE c = { .as_64 = cookie };
+
+	src = cookie;
+	CHECK(zd_ep_post_rdma_write(e->ep_h, 1, &e->l, c, &e->r, DAT_COMPLETION_DEFAULT_FLAG));
+}
+
+/* A foreign DTO-shaped event (the CM thread's or a poller's kind of
+ * producer), told apart by its EP handle. */
+static DAT_RETURN post_foreign(struct env *e, uint64_t cookie)
+{
+	DAT_EVENT ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	ev.evd_handle = e->evd;
+	ev.event_data.dto_completion_event_data.ep_handle = FOREIGN_EP;
+	ev.event_data.dto_completion_event_data.user_cookie.as_64 = cookie;
+	ev.event_data.dto_completion_event_data.operation = DAT_DTO_SEND;
+	return zd_evd_post(e->evd, &ev, 1);
+}
+
+static bool is_write(const struct env *e, const DAT_EVENT *ev, uint64_t cookie)
+{
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev->event_data.dto_completion_event_data;
+
+	return ev->event_number == DAT_DTO_COMPLETION_EVENT && ev->evd_handle == e->req_evd &&
+	       d->ep_handle == e->ep_h && d->status == DAT_DTO_SUCCESS &&
+	       d->user_cookie.as_64 == cookie && d->operation == DAT_DTO_RDMA_WRITE &&
+	       d->transfered_length == 8 && d->rmr_context == 0;
+}
+
+static bool is_foreign(const DAT_EVENT *ev, uint64_t cookie)
+{
+	return ev->event_number == DAT_DTO_COMPLETION_EVENT &&
+	       ev->event_data.dto_completion_event_data.ep_handle == FOREIGN_EP &&
+	       ev->event_data.dto_completion_event_data.user_cookie.as_64 == cookie;
+}
+
+static uint64_t ring_tail(const struct zd_ring *r)
+{
+	return atomic_load(&((struct zd_ring *)r)->tail);
+}
+
+/* The direct event is the ring path's, byte for byte where a consumer can
+ * look (DTO fields, the solicited mark's word, extension words), and the
+ * ring is not touched. */
+static void test_bytes(struct env *e)
+{
+	DAT_EVENT direct, viaring;
+	uint64_t tail0 = ring_tail(e->evd->ring);
+	DAT_RETURN (*one)(struct zd_evd *, DAT_EVENT *) = e->evd->cq_poll_one;
+
+	EXPECT(one != NULL, "the mlx5 device has no cq_poll_one");
+	post_write(e, 101);
+	nic_run();
+	memset(&direct, 0xa5, sizeof(direct));
+	EXPECT(zd_evd_dequeue(e->req_evd, &direct) == DAT_SUCCESS, "direct dequeue");
+	EXPECT(is_write(e, &direct, 101), "direct event fields");
+	EXPECT(ring_tail(e->evd->ring) == tail0, "the direct path claimed a ring slot");
+
+	/* The same through the ring: cq_poll, then the ring's copy-out. */
+	e->evd->cq_poll_one = NULL;
+	post_write(e, 101);
+	nic_run();
+	memset(&viaring, 0x5a, sizeof(viaring));
+	EXPECT(zd_evd_dequeue(e->req_evd, &viaring) == DAT_SUCCESS, "ring dequeue");
+	e->evd->cq_poll_one = one;
+	EXPECT(ring_tail(e->evd->ring) == tail0 + 1, "the ring path did not use the ring");
+	EXPECT(is_write(e, &viaring, 101), "ring event fields");
+	/* Everything up to the end of the DTO data (the union's tail is no
+	 * DTO field), and the extension words, all zero on both. */
+	EXPECT(!memcmp(&direct, &viaring, offsetof(DAT_EVENT, event_data) +
+		       sizeof(DAT_DTO_COMPLETION_EVENT_DATA)), "direct and ring events differ");
+	for (int i = 0; i < 8; i++)
+		EXPECT(direct.event_extension_data[i] == 0 && viaring.event_extension_data[i] == 0,
+		       "extension word %d not zeroed", i);
+	EXPECT(zd_evd_dequeue(e->req_evd, &direct) == DAT_QUEUE_EMPTY, "EVD not empty after");
+}
+
+/* An event already published in the ring comes first. */
+static void test_ring_first(struct env *e)
+{
+	DAT_EVENT ev;
+
+	CHECK(post_foreign(e, 201));
+	post_write(e, 202);
+	nic_run();
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_foreign(&ev, 201),
+	       "the ring's event is not first");
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 202),
+	       "the completion is not second");
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_QUEUE_EMPTY, "EVD not empty after");
+}
+
+/* A producer between claim and publish holds an older event: the CQE
+ * must wait behind it. */
+static void test_claimed_first(struct env *e)
+{
+	struct zd_ring_slot *s;
+	uint64_t pos;
+	DAT_EVENT ev;
+
+	s = zd_ring_claim(e->evd->ring, &pos);
+	EXPECT(s != NULL, "claim");
+	if (!s)
+		return;
+	post_write(e, 302);
+	nic_run();
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_QUEUE_EMPTY,
+	       "a completion overtook an unpublished older event");
+	/* The producer finishes. */
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	ev.evd_handle = e->evd;
+	ev.event_data.dto_completion_event_data.ep_handle = FOREIGN_EP;
+	ev.event_data.dto_completion_event_data.user_cookie.as_64 = 301;
+	memcpy((void *)s, &ev, ZD_RING_EV_BYTES);
+	zd_ring_publish(s, pos);
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_foreign(&ev, 301),
+	       "the claimed event is not first");
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 302),
+	       "the completion is not second");
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_QUEUE_EMPTY, "EVD not empty after");
+}
+
+/* Overflow: a full ring, then spilled events, then a CQE: the ring's
+ * events, then the spilled ones, then the completion; the overflow is
+ * reported once on the async EVD. */
+static void test_overflow_first(struct env *e)
+{
+	uint32_t cap = zd_ring_capacity(e->evd->ring);
+	DAT_EVENT ev;
+	DAT_COUNT nmore;
+	int ovf = 0;
+
+	for (uint32_t i = 0; i < cap + 3; i++)
+		CHECK(post_foreign(e, 400 + i));
+	EXPECT(atomic_load(&e->evd->spilling), "no spill after %u events in %u slots", cap + 3,
+	       cap);
+	post_write(e, 999);
+	nic_run();
+	for (uint32_t i = 0; i < cap + 3; i++)
+		EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_foreign(&ev, 400 + i),
+		       "event %u out of order", i);
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 999),
+	       "the completion is not last");
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_QUEUE_EMPTY, "EVD not empty after");
+	while (zd_evd_wait(e->async_evd, 0, 1, &ev, &nmore) == DAT_SUCCESS)
+		ovf += ev.event_number == DAT_ASYNC_ERROR_EVD_OVERFLOW;
+	EXPECT(ovf == 1, "%d overflow events, not 1", ovf);
+	/* Once the spill is gone the direct path is taken again. */
+	uint64_t tail0 = ring_tail(e->evd->ring);
+
+	post_write(e, 1000);
+	nic_run();
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 1000),
+	       "completion after the spill");
+	EXPECT(ring_tail(e->evd->ring) == tail0, "the direct path was not taken after the spill");
+}
+
+/* A disabled EVD still hands out what it has (dat_evd_disable(3DAT) only
+ * stops notification); the direct path must not change that. */
+static void test_disabled(struct env *e)
+{
+	DAT_EVENT ev;
+
+	CHECK(zd_evd_disable(e->req_evd));
+	post_write(e, 501);
+	nic_run();
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 501),
+	       "dequeue from a disabled EVD");
+	CHECK(zd_evd_enable(e->req_evd));
+}
+
+/* The last-QP cache (zd_mlx5_cq.c) forgets a destroyed QP: its late CQE
+ * is dropped (under ASan a stale cache would be a use after free), its
+ * outstanding write completes once, flushed; a new QP is found. */
+static void test_qp_cache(struct env *e, struct zd_ep *ep)
+{
+	struct zd_mlx5_cq_obj *cq = e->evd->cq_priv;
+	const struct zd_device_ops *dev = ep->obj.ia->dev;
+	uint8_t blob[ZD_QP_BLOB_MAX];
+	DAT_EVENT ev;
+	int flushed = 0, other = 0;
+
+	post_write(e, 601);
+	nic_run();
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 601),
+	       "completion before the destroy");
+	EXPECT(atomic_load(&cq->q.last_qp) == ep->dev_priv, "the poll did not cache its QP");
+	post_write(e, 602);
+	nic_run();   /* its CQE waits in the CQ */
+	the_qp = NULL;
+	dev->qp_destroy(ep);
+	EXPECT(atomic_load(&cq->q.last_qp) == NULL, "the destroyed QP is still cached");
+	while (zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS) {
+		const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+
+		if (d->user_cookie.as_64 == 602 && d->status == DAT_DTO_ERR_FLUSHED)
+			flushed++;
+		else
+			other++;
+	}
+	EXPECT(flushed == 1 && other == 0, "write 602: %d flushed, %d other events", flushed,
+	       other);
+
+	CHECK(dev->qp_create(ep));
+	CHECK(dev->qp_connect(ep, blob, dev->qp_local_blob(ep, blob, sizeof(blob))));
+	EXPECT(the_qp != NULL, "the new QP is not the test backend's");
+	post_write(e, 603);
+	nic_run();
+	EXPECT(zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 603),
+	       "completion on the new QP");
+	EXPECT(atomic_load(&cq->q.last_qp) == ep->dev_priv, "the new QP is not cached");
+}
+
+/* ---- a producer thread racing the direct poll ---- */
+
+#define RACE_FOREIGN 200000u
+#define RACE_WRITES  100000u
+
+struct race {
+	struct env *e;
+	_Atomic uint64_t posted;   /* foreign events posted so far */
+};
+
+static void *producer(void *arg)
+{
+	struct race *r = arg;
+
+	for (uint64_t i = 1; i <= RACE_FOREIGN; i++) {
+		if (post_foreign(r->e, i) != DAT_SUCCESS)
+			abort();
+		/* release: the event is posted before the count says so. */
+		atomic_store_explicit(&r->posted, i, memory_order_release);
+		if (!(i & 63))
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void test_race(struct env *e)
+{
+	struct race r = { .e = e };
+	pthread_t t;
+	uint64_t next_foreign = 1, next_write = 1, inflight = 0;
+	uint64_t before[4] = { 0 };   /* per outstanding write: foreign posted before its CQE */
+	DAT_EVENT ev;
+
+	if (pthread_create(&t, NULL, producer, &r) != 0) {
+		perror("pthread_create");
+		exit(1);
+	}
+	for (uint64_t posted = 1; next_write <= RACE_WRITES || next_foreign <= RACE_FOREIGN;) {
+		if (posted <= RACE_WRITES && inflight < 4) {
+			post_write(e, posted);
+			/* acquire: every foreign event counted was posted (its
+			 * ring claim or spill done) before the NIC's CQE. */
+			before[posted & 3] = atomic_load_explicit(&r.posted, memory_order_acquire);
+			nic_run();
+			posted++;
+			inflight++;
+		}
+		DAT_RETURN ret = zd_evd_dequeue(e->req_evd, &ev);
+
+		if (ret == DAT_QUEUE_EMPTY)
+			continue;
+		if (ret != DAT_SUCCESS)
+			die("zd_evd_dequeue", ret);
+		if (ev.event_data.dto_completion_event_data.ep_handle == FOREIGN_EP) {
+			uint64_t c = ev.event_data.dto_completion_event_data.user_cookie.as_64;
+
+			if (c != next_foreign) {
+				EXPECT(0, "foreign event %lu, expected %lu", (unsigned long)c,
+				       (unsigned long)next_foreign);
+				break;
+			}
+			next_foreign++;
+		} else {
+			if (!is_write(e, &ev, next_write)) {
+				EXPECT(0, "completion %lu out of order or malformed",
+				       (unsigned long)next_write);
+				break;
+			}
+			/* Foreign events posted before this CQE was written
+			 * are older: already dequeued. */
+			if (next_foreign <= before[next_write & 3]) {
+				EXPECT(0, "completion %lu overtook foreign event %lu (posted "
+				       "before its CQE)", (unsigned long)next_write,
+				       (unsigned long)next_foreign);
+				break;
+			}
+			next_write++;
+			inflight--;
+		}
+	}
+	pthread_join(t, NULL);
+	/* Drain what a failure left, so the IA closes cleanly. */
+	while (zd_evd_dequeue(e->req_evd, &ev) == DAT_SUCCESS)
+		;
+	while (zd_evd_dequeue(e->async_evd, &ev) == DAT_SUCCESS)
+		;
+}
+
+int main(void)
+{
+	DAT_PROVIDER_INFO info = { .dapl_version_major = 2, .dapl_version_minor = 0,
+				   .is_thread_safe = DAT_FALSE };
+	DAT_EVD_HANDLE recv_evd, conn_evd;
+	DAT_PZ_HANDLE pz;
+	uint8_t blob[ZD_QP_BLOB_MAX];
+	size_t blen;
+	struct env e = { .async_evd = DAT_HANDLE_NULL };
+
+	snprintf(info.ia_name, sizeof(info.ia_name), "%s", T_IA);
+	dat_provider_init(&info, T_DEV);
+	CHECK(zd_ia_open(T_IA, 64, &e.async_evd, &e.ia));
+	CHECK(zd_pz_create(e.ia, &pz));
+	/* A small EVD: the overflow test fills it. */
+	CHECK(zd_evd_create(e.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &e.req_evd));
+	CHECK(zd_evd_create(e.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd));
+	CHECK(zd_evd_create(e.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd));
+	CHECK(zd_ep_create(e.ia, pz, recv_evd, e.req_evd, conn_evd, NULL, &e.ep_h));
+
+	struct zd_ep *ep = zd_obj_get(e.ep_h, ZD_OBJ_EP);
+
+	e.evd = zd_obj_get(e.req_evd, ZD_OBJ_EVD);
+	if (!ep || !e.evd || !the_qp || !the_scq) {
+		fprintf(stderr, "objects not created through the test backend\n");
+		return 1;
+	}
+	blen = ep->obj.ia->dev->qp_local_blob(ep, blob, sizeof(blob));
+	CHECK(ep->obj.ia->dev->qp_connect(ep, blob, blen));
+	atomic_store(&ep->state, DAT_EP_STATE_CONNECTED);
+	e.l = (DAT_LMR_TRIPLET){ .lmr_context = 0x7000, .virtual_address = (uintptr_t)&src,
+				 .segment_length = sizeof(src) };
+	e.r = (DAT_RMR_TRIPLET){ .rmr_context = 0x7001, .virtual_address = (uintptr_t)&dst,
+				 .segment_length = sizeof(dst) };
+
+	test_bytes(&e);
+	test_ring_first(&e);
+	test_claimed_first(&e);
+	test_overflow_first(&e);
+	test_disabled(&e);
+	test_qp_cache(&e, ep);
+	test_race(&e);
+
+	CHECK(zd_ia_close(e.ia, DAT_CLOSE_ABRUPT_FLAG));
+	if (failures) {
+		fprintf(stderr, "test_mlx5_direct: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_mlx5_direct: ok\n");
+	return 0;
+}
