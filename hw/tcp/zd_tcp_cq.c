@@ -127,8 +127,10 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 		struct zd_tcp_ia *tia = cq->tia;
 
 		if (pthread_mutex_trylock(&tia->lock) == 0) {
+			/* (not this CQ's own QPs again: a recv each, for nothing) */
 			for (struct zd_tcp_qp *qp = tia->qps; qp; qp = qp->next)
-				zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
+				if (qp->recv_cq != cq && qp->req_cq != cq)
+					zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
 			pthread_mutex_unlock(&tia->lock);
 		}
 	}

@@ -110,6 +110,7 @@ static void qp_state_init(struct zd_tcp_qp *qp)
 	qp->ack_pending = qp->nak_pending = false;
 	qp->resp_head = qp->resp_tail = 0;
 	qp->rx_hgot = 0;
+	qp->rx_off = qp->rx_end = 0;
 	qp->rx_in_payload = false;
 	qp->rx_kind = 0;
 	qp->rx_expect = 0;
@@ -159,7 +160,8 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	/* calloc of this size maps fresh pages: they cost memory only once
 	 * an early send lands there. */
 	qp->eager_buf = calloc(ZD_TCP_EAGER_SLOTS, ZD_TCP_EAGER_SIZE);
-	if (!qp->rq || !qp->sq || !qp->eager_buf || qp_listen(qp) != 0)
+	qp->rx_buf = malloc(ZD_TCP_RX_STAGE);
+	if (!qp->rq || !qp->sq || !qp->eager_buf || !qp->rx_buf || qp_listen(qp) != 0)
 		goto err;
 	qp_state_init(qp);
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
@@ -186,6 +188,7 @@ err:
 	free(qp->rq);
 	free(qp->sq);
 	free(qp->eager_buf);
+	free(qp->rx_buf);
 	free(qp);
 	return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 }
@@ -393,6 +396,7 @@ void zd_tcp_qp_destroy(struct zd_ep *ep)
 	free(qp->rq);
 	free(qp->sq);
 	free(qp->eager_buf);
+	free(qp->rx_buf);
 	free(qp);
 	ep->dev_priv = NULL;
 }
@@ -863,9 +867,9 @@ static void rx_finish(struct zd_tcp_qp *qp)
 {
 	switch (qp->rx_kind) {
 	case 1:
+		/* No ACK for a send (its sender completed it already): one
+		 * frame and one system call less per message each way. */
 		recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_SUCCESS, le32toh(qp->rx_hdr.len));
-		qp->ack_pending = true;
-		qp->ack_seq = le32toh(qp->rx_hdr.seq);
 		if (qp->srq)
 			zd_tcp_srq_check_lw(qp->srq);
 		break;
@@ -880,8 +884,6 @@ static void rx_finish(struct zd_tcp_qp *qp)
 		qp->eager_tail++;
 		atomic_store_explicit(&qp->eager_n, qp->eager_tail - qp->eager_head,
 				      memory_order_relaxed);
-		qp->ack_pending = true;
-		qp->ack_seq = le32toh(qp->rx_hdr.seq);
 		break;
 	}
 	qp->rx_kind = 0;
@@ -1025,12 +1027,69 @@ foreign:
 		fd_close(qp, &qp->fd);
 		qp->cstate = ZD_TCP_LISTEN;
 		qp->rx_hgot = 0;
+		qp->rx_off = qp->rx_end = 0;
 		return RX_BROKEN;
 	}
 bad:
 	QP_WHY(qp, why);
 	qp_break_violation(qp);
 	return RX_BROKEN;
+}
+
+/* One recv into the empty staging buffer: a small frame's header and
+ * payload, and the frames behind it, in one system call. */
+static ssize_t rx_fill(struct zd_tcp_qp *qp)
+{
+	ssize_t n = recv(qp->fd, qp->rx_buf, ZD_TCP_RX_STAGE, MSG_DONTWAIT);
+
+	qp->rx_off = 0;
+	qp->rx_end = n > 0 ? (uint32_t)n : 0;
+	return n;
+}
+
+/* The payload iovecs advance by @n bytes just placed. */
+static void rx_advance(struct zd_tcp_qp *qp, size_t n)
+{
+	qp->rx_left -= n;
+	while (n > 0) {
+		struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
+
+		if (n >= v->iov_len) {
+			n -= v->iov_len;
+			qp->rx_iov_i++;
+		} else {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= n;
+			n = 0;
+		}
+	}
+}
+
+/* Places up to @n staged payload bytes.  The payload's last byte is its own
+ * iovec (rx_segs) and is stored after a store fence, so a target polling
+ * it finds the rest in place (glibc's memcpy may use string or
+ * non-temporal stores, which other CPUs can see out of order). */
+static void rx_copy(struct zd_tcp_qp *qp, uint32_t n)
+{
+	const uint8_t *src = qp->rx_buf + qp->rx_off;
+
+	qp->rx_off += n;
+	while (n > 0) {
+		struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
+		uint32_t k = (uint32_t)ZD_MIN((size_t)n, v->iov_len);
+
+		if (qp->rx_iov_i + 1 == qp->rx_niov && qp->rx_niov > 1) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_sfence();
+#else
+			atomic_thread_fence(memory_order_release);
+#endif
+		}
+		memcpy(v->iov_base, src, k);
+		src += k;
+		n -= k;
+		rx_advance(qp, k);
+	}
 }
 
 static void rx_progress(struct zd_tcp_qp *qp)
@@ -1040,18 +1099,29 @@ static void rx_progress(struct zd_tcp_qp *qp)
 		if (atomic_load_explicit(&qp->error, memory_order_relaxed))
 			return;
 	}
-	for (int frames = 0; frames < ZD_TCP_RX_BATCH;) {
+	/* Staged frames are all taken before returning (arm only watches the
+	 * socket); the batch bounds the system calls. */
+	for (int frames = 0;;) {
+		uint32_t avail = qp->rx_end - qp->rx_off;
 		ssize_t n;
 
 		if (!qp->rx_in_payload) {
 			int r;
 
 			if (qp->rx_hgot < sizeof(qp->rx_hdr)) {
-				n = recv(qp->fd, (char *)&qp->rx_hdr + qp->rx_hgot,
-					 sizeof(qp->rx_hdr) - qp->rx_hgot, MSG_DONTWAIT);
-				if (n <= 0)
-					goto io;
-				qp->rx_hgot += (uint32_t)n;
+				uint32_t k = ZD_MIN(avail, (uint32_t)sizeof(qp->rx_hdr) - qp->rx_hgot);
+
+				if (k == 0) {
+					if (frames >= ZD_TCP_RX_BATCH)
+						return;
+					n = rx_fill(qp);
+					if (n <= 0)
+						goto io;
+					continue;
+				}
+				memcpy((char *)&qp->rx_hdr + qp->rx_hgot, qp->rx_buf + qp->rx_off, k);
+				qp->rx_off += k;
+				qp->rx_hgot += k;
 				if (qp->rx_hgot < sizeof(qp->rx_hdr))
 					continue;
 			}
@@ -1067,21 +1137,22 @@ static void rx_progress(struct zd_tcp_qp *qp)
 			}
 			continue;
 		}
-		n = readv(qp->fd, qp->rx_iov + qp->rx_iov_i, (int)(qp->rx_niov - qp->rx_iov_i));
-		if (n <= 0)
-			goto io;
-		qp->rx_left -= (uint64_t)n;
-		while (n > 0) {
-			struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
-
-			if ((size_t)n >= v->iov_len) {
-				n -= (ssize_t)v->iov_len;
-				qp->rx_iov_i++;
-			} else {
-				v->iov_base = (char *)v->iov_base + n;
-				v->iov_len -= (size_t)n;
-				n = 0;
-			}
+		if (avail) {
+			rx_copy(qp, (uint32_t)ZD_MIN((uint64_t)avail, qp->rx_left));
+		} else if (frames >= ZD_TCP_RX_BATCH) {
+			return;
+		} else if (qp->rx_left < ZD_TCP_RX_DIRECT) {
+			n = rx_fill(qp);
+			if (n <= 0)
+				goto io;
+			continue;
+		} else {
+			/* Large: straight into the destination, no copy. */
+			n = readv(qp->fd, qp->rx_iov + qp->rx_iov_i,
+				  (int)(qp->rx_niov - qp->rx_iov_i));
+			if (n <= 0)
+				goto io;
+			rx_advance(qp, (size_t)n);
 		}
 		if (qp->rx_left == 0) {
 			qp->rx_in_payload = false;
@@ -1100,6 +1171,7 @@ io:
 			fd_close(qp, &qp->fd);
 			qp->cstate = ZD_TCP_LISTEN;
 			qp->rx_hgot = 0;
+			qp->rx_off = qp->rx_end = 0;
 			return;
 		}
 		qp_break(qp);
@@ -1123,6 +1195,7 @@ static void conn_progress(struct zd_tcp_qp *qp)
 		}
 		fd_set_data(qp, fd);
 		qp->rx_hgot = 0;
+		qp->rx_off = qp->rx_end = 0;
 		qp->cstate = ZD_TCP_UP;
 		zd_tcp_qp_auto_arm(qp);
 	} else if (qp->cstate == ZD_TCP_CONNECTING) {
@@ -1159,7 +1232,8 @@ static void harvest(struct zd_tcp_qp *qp)
 		if (qp->cstate != ZD_TCP_UP || atomic_load_explicit(&qp->error, memory_order_relaxed) ||
 		    atomic_load_explicit(&qp->rx_stalled, memory_order_relaxed))
 			break;  /* ended, or a send waits for a receive */
-		if (ioctl(qp->fd, SIOCINQ, &queued) == 0 && queued > 0)
+		if (qp->rx_off != qp->rx_end ||
+		    (ioctl(qp->fd, SIOCINQ, &queued) == 0 && queued > 0))
 			continue;  /* more than one batch */
 		if (!qp->rx_in_payload && qp->rx_hgot == 0)
 			break;  /* between frames, nothing more */

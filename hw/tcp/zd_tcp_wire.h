@@ -33,8 +33,9 @@
  *
  * Request seqs are consecutive from 0 per connection (the initiator's send
  * queue position, mod 2^32); the target executes requests in order and
- * checks the seq.  The target ACKs (cumulatively) every SEND and
- * RDMA_WRITE it placed; an RDMA_WRITE completes at the initiator when an
+ * checks the seq.  The target ACKs (cumulatively) every RDMA_WRITE it
+ * placed (an ACK also covers the SENDs before it; a SEND alone is never
+ * ACKed: nothing waits for it); an RDMA_WRITE completes at the initiator when an
  * ACK covers it, an RDMA_READ when its READ_RESP landed, a SEND once it was
  * handed to the kernel; completions are reported in post order.
  *

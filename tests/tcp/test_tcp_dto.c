@@ -318,6 +318,109 @@ Test(tcp, rdma_write_read, .timeout = 60)
 	peer_close(&p);
 }
 
+/* ---- a burst of sends and RDMA writes of awkward sizes ----
+ * Frames of 1 byte to past the receive staging buffer (16 KiB), back to
+ * back in both kinds, so one recv holds several frames, headers straddle
+ * recv boundaries and large payloads switch to in-place reads mid-frame. */
+
+static const uint32_t mix_send[] = { 1, 39, 40, 41, 100, 4095, 4096, 8191, 8192, 8193, 16383 };
+static const uint32_t mix_write[] = { 1, 2, 3000, 12000 };
+#define MIX_NSEND (sizeof(mix_send) / sizeof(mix_send[0]))
+#define MIX_NWRITE (sizeof(mix_write) / sizeof(mix_write[0]))
+#define MIX_WBASE 49400u   /* writes land after the sends' receives */
+
+static int c_mixed(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_RMR_TRIPLET r;
+	uint32_t rkey, lo, hi, off = 0, woff = MIX_WBASE;
+	uint64_t raddr;
+	size_t w = 0;
+
+	(void)arg;
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	client_connect(&p, p.ep, msg_recv(fd, 10000));
+	rkey = msg_recv(fd, 10000);
+	lo = msg_recv(fd, 10000);
+	hi = msg_recv(fd, 10000);
+	raddr = (uint64_t)lo | (uint64_t)hi << 32;
+	for (size_t i = 0; i < MIX_NSEND; i++) {
+		fill(p.buf + off, mix_send[i], (uint8_t)(30 + i));
+		iov = seg(&p, off, mix_send[i]);
+		post_send(p.ep, 1, &iov, 100 + i);
+		off += mix_send[i];
+		if (i % 3 == 1 && w < MIX_NWRITE) {
+			DAT_DTO_COOKIE c = { .as_64 = 200 + w };
+
+			fill(p.buf + woff, mix_write[w], (uint8_t)(60 + w));
+			iov = seg(&p, woff, mix_write[w]);
+			r.rmr_context = rkey;
+			r.virtual_address = raddr + woff;
+			r.segment_length = mix_write[w];
+			CHK_RET(dat_ep_post_rdma_write(p.ep, 1, &iov, c, &r,
+						       DAT_COMPLETION_DEFAULT_FLAG),
+				DAT_SUCCESS);
+			woff += mix_write[w++];
+		}
+	}
+	CHK(w == MIX_NWRITE);
+	/* in post order: every send, and every write once the server ACKed it */
+	for (size_t i = 0, k = 0; i < MIX_NSEND; i++) {
+		CHK(dto_wait(p.req, 10 * SEC, 100 + i, NULL) == DAT_DTO_SUCCESS);
+		if (i % 3 == 1 && k < MIX_NWRITE)
+			CHK(dto_wait(p.req, 10 * SEC, 200 + k++, NULL) == DAT_DTO_SUCCESS);
+	}
+	msg_send(fd, 1);
+	msg_recv(fd, 10000);
+	peer_close(&p);
+	return 0;
+}
+
+Test(tcp, mixed_sizes_burst, .timeout = 60)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET iov;
+	DAT_COUNT len;
+	uint8_t want[16384];
+	uint32_t off = 0, woff = MIX_WBASE;
+	int fd;
+	pid_t pid = run_child(c_mixed, NULL, &fd);
+
+	peer_open(&p, DAT_MEM_PRIV_ALL_FLAG);
+	peer_ep(&p, &p.ep, 0);
+	for (size_t i = 0; i < MIX_NSEND; i++) {
+		iov = seg(&p, off, mix_send[i]);
+		post_recv(&p, p.ep, 1, &iov, 100 + i);
+		off += mix_send[i];
+	}
+	CHK(off <= MIX_WBASE);
+	server_listen(&p, fd);
+	server_accept(&p, p.ep);
+	msg_send(fd, p.rkey);
+	msg_send(fd, (uint32_t)(uintptr_t)p.buf);
+	msg_send(fd, (uint32_t)((uint64_t)(uintptr_t)p.buf >> 32));
+	off = 0;
+	for (size_t i = 0; i < MIX_NSEND; i++) {
+		CHK(dto_wait(p.rcv, 10 * SEC, 100 + i, &len) == DAT_DTO_SUCCESS);
+		CHK(len == (DAT_COUNT)mix_send[i]);
+		fill(want, mix_send[i], (uint8_t)(30 + i));
+		CHK(memcmp(p.buf + off, want, mix_send[i]) == 0);
+		off += mix_send[i];
+	}
+	/* the client saw its writes ACKed: they are in place */
+	CHK(msg_recv(fd, 20000) == 1);
+	for (size_t w = 0; w < MIX_NWRITE; w++) {
+		fill(want, mix_write[w], (uint8_t)(60 + w));
+		CHK(memcmp(p.buf + woff, want, mix_write[w]) == 0);
+		woff += mix_write[w];
+	}
+	msg_send(fd, 1);
+	CHK(reap(pid, 20000) == 0);
+	peer_close(&p);
+}
+
 /* ---- protection: a bad rkey / no REMOTE_WRITE leave memory untouched ---- */
 
 static int c_prot(int fd, void *arg)
