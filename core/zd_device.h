@@ -102,7 +102,18 @@ struct zd_device_ops {
 	DAT_RETURN (*cq_create)(struct zd_evd *evd, uint32_t depth);
 	void (*cq_destroy)(struct zd_evd *evd);
 	/* Data path: moves up to @budget completions into the EVD ring
-	 * (evd->ring, consumer side) and returns how many. */
+	 * (evd->ring, consumer side) and returns how many.
+	 * Callers: one thread at a time per EVD, and never both kinds for one
+	 * EVD -- the EVD's consumer (manual progress, from dat_evd_dequeue,
+	 * dat_evd_wait, dat_cno_wait), or, with ZDAPL_POLLERS, the pinned
+	 * poller the EVD was given at creation (evd/zd_poller.h), from its
+	 * own thread while the consumer dequeues concurrently.  So cq_poll
+	 * only produces into the ring (claim/publish, zd_ring_enqueue,
+	 * zd_evd_post to spill), never takes from it; it treats @budget as an
+	 * estimate (a claim may fail: spill, never drop); and it needs no
+	 * zd_evd_wake (the poller wakes after it).  The poller calls it
+	 * inside the evd->direct_users handshake, so evd->ring is stable
+	 * across one call (dat_evd_resize waits it out). */
 	int (*cq_poll)(struct zd_evd *evd, int budget);
 	/* Data path, optional (NULL: dat_evd_dequeue polls with cq_poll, then
 	 * takes from the ring).  dat_evd_dequeue's tail call when the EVD's
@@ -115,7 +126,10 @@ struct zd_device_ops {
 	 * zeroed extension words).  An empty CQ: DAT_QUEUE_EMPTY.  Anything
 	 * else: cq_poll (budget zd_evd_room) and return zd_evd_take. */
 	DAT_RETURN (*cq_poll_one)(struct zd_evd *evd, DAT_EVENT *out);
-	/* Requests a zd_waiter_notify on evd->waiter for the next completion. */
+	/* Requests a zd_waiter_notify on evd->waiter for the next completion.
+	 * Manual progress only: neither cq_poll_one nor cq_arm is called for
+	 * an EVD a pinned poller polls (its consumer polls nothing, sleeps
+	 * on evd->waiter, and the poller wakes it). */
 	void (*cq_arm)(struct zd_evd *evd);
 
 	/* Transport endpoint (QP) of an EP, created when the EP is (its PZ,

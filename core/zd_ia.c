@@ -11,6 +11,7 @@
 #include "core/zd_attr.h"
 #include "core/zd_keys.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_poller.h"
 
 struct zd_provider *zd_provider_find(const char *ia_name);
 
@@ -123,10 +124,17 @@ DAT_RETURN zd_ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen,
 		/* An async EVD belongs to an IA, and this IA does not exist yet. */
 		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
 	}
+	/* ZDAPL_POLLERS: the pinned pollers start with the first IA of the
+	 * process (evd/zd_poller.h); a bad CPU list fails the open. */
+	ret = zd_pollers_get();
+	if (ret != DAT_SUCCESS)
+		return ret;
 
 	ia = zd_obj_alloc(ZD_OBJ_IA, sizeof(*ia), NULL);
-	if (!ia)
+	if (!ia) {
+		zd_pollers_put();
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
 	ia->obj.ia = ia;
 	ia->obj.provider = &prov->dat;
 	ia->prov = prov;
@@ -160,6 +168,7 @@ err_keys:
 err_release:
 	pthread_mutex_destroy(&ia->lock);
 	zd_obj_release(ia);
+	zd_pollers_put();
 	return ret;
 }
 
@@ -188,6 +197,7 @@ DAT_RETURN zd_ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
 	zd_keys_fini(ia);
 	pthread_mutex_destroy(&ia->lock);
 	zd_obj_release(ia);
+	zd_pollers_put();
 	return DAT_SUCCESS;
 }
 

@@ -11,6 +11,7 @@
 #include "evd/zd_evd.h"
 #include "evd/zd_cno.h"
 #include "evd/zd_evd_cq.h"
+#include "evd/zd_poller.h"
 
 #define ZD_EVD_KNOWN_FLAGS                                                  \
 	(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |          \
@@ -410,8 +411,12 @@ DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 		ret = ia->dev->cq_create(evd, (uint32_t)qlen);
 		if (ret != DAT_SUCCESS)
 			goto err_ring;
+		evd->dev_poll = ia->dev->cq_poll;
 		evd->cq_poll = ia->dev->cq_poll;
 		evd->cq_poll_one = ia->dev->cq_poll_one;
+		/* Pinned pollers: from here the poller alone polls the CQ. */
+		if (zd_pollers_on())
+			zd_poller_add(evd);
 	}
 	if (cno)
 		zd_cno_attach(cno, evd);
@@ -434,9 +439,11 @@ void zd_evd_destroy(struct zd_obj *o)
 	struct zd_cno *cno = atomic_load(&evd->cno);
 	struct zd_spill *s;
 
+	/* First: after this no poller touches the EVD or its CQ. */
+	zd_poller_del(evd);
 	if (cno)
 		zd_cno_detach(cno, evd);
-	if (evd->cq_poll && ia->dev->cq_destroy)
+	if (evd->dev_poll && ia->dev->cq_destroy)
 		ia->dev->cq_destroy(evd);
 	zd_ia_del_child(ia, o);
 	if (ia->async_evd == evd)
@@ -595,7 +602,9 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 	if (!fresh)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	/* Direct producers (zd_evd_cq.h) out of the old ring first: they
-	 * fall back to their local rings until direct_off clears. */
+	 * fall back to their local rings until direct_off clears.  A pinned
+	 * poller (zd_poller.c poll_evd) is one of them: it skips the EVD
+	 * meanwhile and its completions wait in the CQ. */
 	atomic_store_explicit(&evd->direct_off, 1, memory_order_seq_cst);
 	/* seq_cst: the Dekker load of this side (zd_evd_cq.h); also acquire,
 	 * pairing with the producers' release leaving: their slots in the old

@@ -9,8 +9,12 @@
  *    empty ring dat_evd_dequeue calls the device's cq_poll_one instead,
  *    which hands the next completion straight to the caller when nothing
  *    older waits (zd_evd_direct_ok);
- *  - foreign threads (CM thread, pinned pollers, dat_evd_post_se callers)
- *    through zd_evd_post(), inside a urcu-bp read-side section so that
+ *  - with pinned pollers (ZDAPL_POLLERS, zd_poller.h) the EVD's poller
+ *    instead of the consumer: it alone calls cq_poll, inside the
+ *    direct_users handshake below so that dat_evd_resize can swap rings,
+ *    and wakes the waiters; the consumer then only takes from the ring;
+ *  - foreign threads (CM thread, dat_evd_post_se callers) through
+ *    zd_evd_post(), inside a urcu-bp read-side section so that
  *    dat_evd_resize can swap rings under them.
  * A foreign event that finds the ring full is not dropped: it goes to a spill
  * list (and every later event after it, foreign or polled, keeping order)
@@ -39,7 +43,9 @@ struct zd_evd {
 	struct zd_obj obj;
 	/* read-mostly, one line: what the hot path looks at */
 	struct zd_ring *ring;             /* rcu_dereference by foreign producers */
-	int (*cq_poll)(struct zd_evd *evd, int budget);  /* manual progress */
+	/* manual progress: the device's cq_poll (NULL: no CQ, or a pinned
+	 * poller polls it, zd_poller.h: the consumer only takes) */
+	int (*cq_poll)(struct zd_evd *evd, int budget);
 	DAT_RETURN (*cq_poll_one)(struct zd_evd *evd, DAT_EVENT *out);  /* optional */
 	struct zd_cno *_Atomic cno;
 	DAT_EVD_FLAGS flags;
@@ -66,11 +72,13 @@ struct zd_evd {
 	pthread_mutex_t spill_lock;
 	struct zd_spill *spill_head, *spill_tail;
 	void *cq_priv;                    /* the device's CQ */
+	int (*dev_poll)(struct zd_evd *evd, int budget);  /* its cq_poll, always */
+	struct zd_poller *poller;         /* the pinned poller polling it, or NULL */
 	struct zd_evd *cno_next;          /* the CNO's list of EVDs */
 	uint64_t quiet_upto;              /* consumer: ring positions known quiet */
 
-	/* Direct producers (zd_evd_cq_post_direct): posters of device
-	 * completions that write into the ring without urcu-bp.  Its own
+	/* Direct producers (zd_evd_cq_post_direct, and a pinned poller
+	 * around its cq_poll): writers into the ring without urcu-bp.  Its own
 	 * line: written by posters, read by dat_evd_resize only. */
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t direct_users;  /* inside the ring now */
 	_Atomic uint32_t direct_off;      /* dat_evd_resize in progress */
@@ -145,7 +153,9 @@ static ZD_ALWAYS_INLINE bool zd_evd_direct_ok(const struct zd_evd *evd)
 }
 
 /* Room for cq_poll: an estimate (producers may take some meanwhile; a
- * device that then fails a claim spills).  Consumer only. */
+ * device that then fails a claim spills).  The consumer, or the EVD's
+ * pinned poller inside the direct_users handshake (the consumer may take
+ * meanwhile: room only grows). */
 static inline int zd_evd_room(const struct zd_evd *evd)
 {
 	return (int)(zd_ring_capacity(evd->ring) - zd_ring_count(evd->ring));

@@ -1,8 +1,9 @@
 /*
  * A device's software completion ring feeding an EVD: DTO completions a
  * device produces outside cq_poll (at post time, from a peer's frame) wait
- * in a local MPSC ring until the EVD's consumer polls, when cq_poll moves
- * them into the EVD ring, never more than it has room for.
+ * in a local MPSC ring until cq_poll (the EVD consumer's, or its pinned
+ * poller's: zd_poller.h) moves them into the EVD ring, never more than it
+ * has room for.
  */
 #ifndef ZD_EVD_CQ_H
 #define ZD_EVD_CQ_H

@@ -6,6 +6,18 @@
  * straight through; every other case goes to the general loop.
  * zd_mlx5_cq_poll_one (dat_evd_dequeue on an empty ring) takes the same
  * case straight into the caller's DAT_EVENT, with no ring slot at all.
+ *
+ * Pinned pollers (evd/zd_poller.h): the EVD's poller thread is then the
+ * only caller of zd_mlx5_cq_poll for it, and zd_mlx5_cq_poll_one and the
+ * arm are never called, so what assumes one poller per CQ holds with the
+ * poller as that one: the pass counter keeps a single writer (the
+ * poller; zd_mlx5_sync_pollers' membarrier, or the fence when there is
+ * none, reaches its thread as any other), q.ci and the last-QP cache are
+ * the poller's alone, and SQ/RQ/SRQ retirement already pairs with posters
+ * on other threads by release/acquire.  Events are only produced into the
+ * EVD ring (claim/publish, or dto_event_spill when a claim fails: the
+ * consumer may be dequeuing meanwhile), inside the poller's direct_users
+ * handshake, so a dat_evd_resize never swaps the ring under a pass.
  */
 #include <stddef.h>
 #include <stdlib.h>

@@ -8,9 +8,12 @@
  * MLX5_CQE_INVALID (the value every CQE is created with).  Only after that
  * load may the rest of the CQE be read (zd_udma_from_device_barrier).
  *
- * Threads: one poller at a time per CQ (the EVD's consumer); the arm
- * sequence number is also moved by the thread that takes completion
- * events.
+ * Threads: one poller at a time per CQ: the EVD's consumer under manual
+ * progress, or the pinned poller the EVD was given (ZDAPL_POLLERS,
+ * evd/zd_poller.h), which is then the only caller of cq_poll (never
+ * cq_poll_one or cq_arm) while the consumer dequeues from the EVD ring
+ * concurrently.  The arm sequence number is also moved by the thread that
+ * takes completion events.
  */
 #ifndef ZD_MLX5_CQ_H
 #define ZD_MLX5_CQ_H

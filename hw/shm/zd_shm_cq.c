@@ -24,6 +24,27 @@
  * wait (its EVD has solicited_eps) arms ZD_SHM_ARMED_SOLICITED only: a
  * peer rings for it only for a solicited receive or an error, and the
  * consumer, woken, sees the receives before it in order (zd_evd.c).
+ *
+ * Pinned pollers (ZDAPL_POLLERS, evd/zd_poller.h): the EVD's poller is then
+ * the only caller of zd_shm_cq_poll, and nothing here assumes that caller
+ * is the EVD's consumer:
+ *  - cq->local stays single-consumer: its consumer is whoever calls
+ *    cq_poll, now the poller alone (zd_shm_cq_poll_one, the consumer's
+ *    shortcut, is not called for a polled EVD);
+ *  - posters that write request completions straight into evd->ring
+ *    (zd_evd_cq_post_direct) keep EVD order: its argument needs only that
+ *    local's consumer enqueues into the EVD ring before it frees the slot
+ *    in local (zd_evd_cq_drain does), not which thread that is;
+ *  - the recv_qps walk is flagged in @polling by one thread at a time,
+ *    the poller; poller_wait's heavy fence (membarrier) reaches it as any
+ *    thread of the process;
+ *  - reaping only produces into evd->ring (recv_event spills when a
+ *    claim fails), so it runs while the consumer dequeues; the poller
+ *    holds evd->direct_users around the call, so dat_evd_resize cannot
+ *    swap the ring under it;
+ *  - nobody arms (cq_arm is manual progress only): peers never ring the
+ *    doorbell futex, and the poller wakes the consumer after each poll
+ *    that published.
  */
 #include <errno.h>
 #include <limits.h>
