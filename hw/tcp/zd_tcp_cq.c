@@ -120,10 +120,12 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 			zd_tcp_qp_progress(l->qp[i], ZD_TCP_W_TX | ZD_TCP_W_RX);
 		rcu_read_unlock();
 	}
-	if (ZD_UNLIKELY(zd_ring_peek(cq->local) == NULL)) {
+	if (ZD_UNLIKELY(zd_ring_peek(cq->local) == NULL) && !evd->poller) {
 		/* Idle: drive the other EPs of the IA too (a peer may wait
 		 * for one this thread does not poll, as with dapltest's
-		 * per-EP EVDs).  A try-lock: never waits on the control path. */
+		 * per-EP EVDs).  A try-lock: never waits on the control path.
+		 * Not under pinned pollers: every CQ has a poller then, which
+		 * drives its own QPs above. */
 		struct zd_tcp_ia *tia = cq->tia;
 
 		if (pthread_mutex_trylock(&tia->lock) == 0) {
