@@ -287,25 +287,12 @@ DAT_RETURN zd_ep_recv_query(DAT_EP_HANDLE h, DAT_COUNT *nbufs_allocated, DAT_COU
 void zd_ep_soft_hwm_check(struct zd_ep *ep, DAT_COUNT count)
 {
 	DAT_COUNT hwm = atomic_load_explicit(&ep->soft_hwm, memory_order_relaxed);
-	struct zd_evd *async;
-	DAT_EVENT ev;
 
 	if (hwm == DAT_WATERMARK_INFINITE || count == DAT_VALUE_UNKNOWN || count <= hwm)
 		return;
 	/* Once per setting: whoever disarms it posts the event. */
-	if (!atomic_compare_exchange_strong(&ep->soft_hwm, &hwm, DAT_WATERMARK_INFINITE))
-		return;
-	async = ep->obj.ia->async_evd;
-	if (!async)
-		return;
-	/* The headers name no event of its own: as the SRQ low watermark,
-	 * an async error event carrying the EP reason. */
-	memset(&ev, 0, sizeof(ev));
-	ev.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
-	ev.evd_handle = async;
-	ev.event_data.asynch_error_event_data.dat_handle = ep;
-	ev.event_data.asynch_error_event_data.reason = DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT;
-	zd_evd_post(async, &ev, 1);
+	if (atomic_compare_exchange_strong(&ep->soft_hwm, &hwm, DAT_WATERMARK_INFINITE))
+		zd_ia_async_error(ep->obj.ia, ep, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
 }
 
 /*

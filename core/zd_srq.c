@@ -155,3 +155,13 @@ DAT_RETURN zd_ep_create_with_srq(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 	return zd_ep_create_internal(ia_handle, pz_handle, recv_evd, request_evd, connect_evd,
 				     srq, attr, ep_handle);
 }
+
+void zd_srq_check_lw(struct zd_srq *srq, uint64_t avail)
+{
+	DAT_COUNT lw = atomic_load_explicit(&srq->low_watermark, memory_order_relaxed);
+
+	if (lw == DAT_SRQ_LW_DEFAULT || avail >= (uint64_t)lw)
+		return;
+	if (atomic_compare_exchange_strong(&srq->low_watermark, &lw, DAT_SRQ_LW_DEFAULT))
+		zd_ia_async_error(srq->obj.ia, srq, DAT_SRQ_LOW_WATERMARK_EVENT);
+}

@@ -18,6 +18,11 @@ struct zd_srq {
 };
 ZD_OBJ_FITS(SRQ, struct zd_srq);
 
+/* Devices call this when receives were taken from the SRQ: @avail
+ * buffers are left.  Below the low watermark it posts the SRQ low
+ * watermark event once per dat_srq_set_lw (the watermark disarms itself). */
+void zd_srq_check_lw(struct zd_srq *srq, uint64_t avail);
+
 /* Forced free for an abrupt dat_ia_close. */
 void zd_srq_destroy(struct zd_obj *o);
 

@@ -159,26 +159,6 @@ int zd_shm_srq_attach(struct zd_shm_srq *s, struct zd_shm_qp *qp, bool add)
 
 void zd_shm_srq_check_lw(struct zd_shm_srq *s)
 {
-	struct zd_srq *srq = s->srq;
-	DAT_COUNT lw = atomic_load_explicit(&srq->low_watermark, memory_order_relaxed);
-	uint64_t avail;
-	DAT_EVENT ev;
-
-	if (lw == DAT_SRQ_LW_DEFAULT)
-		return;
-	avail = atomic_load_explicit(&s->sh->posted, memory_order_relaxed) -
-		atomic_load_explicit(&s->sh->head, memory_order_relaxed);
-	if (avail >= (uint64_t)lw)
-		return;
-	/* One event per dat_srq_set_lw: the watermark disarms itself. */
-	if (!atomic_compare_exchange_strong(&srq->low_watermark, &lw, DAT_SRQ_LW_DEFAULT))
-		return;
-	if (!srq->obj.ia->async_evd)
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
-	ev.evd_handle = srq->obj.ia->async_evd;
-	ev.event_data.asynch_error_event_data.dat_handle = srq;
-	ev.event_data.asynch_error_event_data.reason = DAT_SRQ_LOW_WATERMARK_EVENT;
-	zd_evd_post(srq->obj.ia->async_evd, &ev, 1);
+	zd_srq_check_lw(s->srq, atomic_load_explicit(&s->sh->posted, memory_order_relaxed) -
+				atomic_load_explicit(&s->sh->head, memory_order_relaxed));
 }
