@@ -24,6 +24,7 @@
 
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
+#include "core/zd_srq.h"
 #include "evd/zd_evd.h"
 #include "hw/mlx5/zd_mlx5.h"
 
@@ -211,6 +212,20 @@ void zd_mlx5_cq_forget_qp(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp)
 	pthread_mutex_unlock(&dev->lock);
 }
 
+/* The SRQ low watermark (dat_srq_set_lw), checked as receives complete:
+ * the hardware does not say when it takes a WQE, so buffers in flight
+ * still count as available.  The poster's counter is read racily (a hint
+ * that only decides whether to post the event). */
+static void srq_check_lw(struct zd_mlx5_srq_obj *s)
+{
+	uint32_t posted = __atomic_load_n(&s->q.counter, __ATOMIC_RELAXED);
+	uint32_t done = atomic_load_explicit(&s->q.free_tail, memory_order_relaxed);
+
+	if (ZD_UNLIKELY(s->srq && atomic_load_explicit(&s->srq->low_watermark,
+						      memory_order_relaxed) != DAT_SRQ_LW_DEFAULT))
+		zd_srq_check_lw(s->srq, (uint32_t)(posted - done));
+}
+
 /* Every CQE but a successful requester one: errors, receives, CQEs of
  * unknown QPs.  One CQE -> 0 or 1 DAT events. */
 static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
@@ -252,6 +267,8 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 		return 0;
 	dto_event(cq->evd, qp->ep, cookie, st, ci.byte_cnt, DAT_DTO_RECEIVE,
 		  mlx5dv_get_cqe_se(cqe));
+	if (qp->srq)
+		srq_check_lw(qp->srq);
 	return 1;
 }
 

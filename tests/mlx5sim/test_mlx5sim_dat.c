@@ -484,6 +484,8 @@ Test(mlx5sim_dat, srq)
 		CHK_RET(dat_srq_post_recv(p.srq, 1, &iov, (DAT_DTO_COOKIE){ .as_64 = (uint64_t)i }),
 			DAT_SUCCESS);
 	}
+	/* 24 posted, 20 arrive: fewer than 6 left after the 19th. */
+	CHK_RET(dat_srq_set_lw(p.srq, 6), DAT_SUCCESS);
 	server_listen(&p, fd);
 	server_accept(&p, p.ep);
 	server_accept(&p, ep2);
@@ -504,6 +506,18 @@ Test(mlx5sim_dat, srq)
 		CHK(d->ep_handle == (i & 1 ? ep2 : p.ep));
 		for (size_t k = 0; k < d->transfered_length; k++)
 			CHK(b[k] == (uint8_t)(i + k * 7));
+	}
+	/* The low watermark fired once, naming the SRQ, and disarmed. */
+	{
+		DAT_SRQ_PARAM sp;
+
+		CHK_RET(dat_evd_dequeue(p.n.async, &ev), DAT_SUCCESS);
+		CHK(ev.event_number == DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR);
+		CHK(ev.event_data.asynch_error_event_data.dat_handle == p.srq);
+		CHK(ev.event_data.asynch_error_event_data.reason == DAT_SRQ_LOW_WATERMARK_EVENT);
+		CHK(DAT_GET_TYPE(dat_evd_dequeue(p.n.async, &ev)) == DAT_QUEUE_EMPTY);
+		CHK_RET(dat_srq_query(p.srq, DAT_SRQ_FIELD_ALL, &sp), DAT_SUCCESS);
+		CHK(sp.low_watermark == DAT_SRQ_LW_DEFAULT);
 	}
 	msg_send(fd, 1);
 	CHK(reap(pid, 20000) == 0);
