@@ -6,7 +6,7 @@
  * unsignaled WQEs retired, suppressed completions hidden, unknown QPs
  * dropped, SRQ receives by WQE index, the EVD ring's budget kept).
  */
-#include "mlx5_test.h"
+#include "mlx5_pollenv.h"
 
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
@@ -143,70 +143,6 @@ Test(mlx5, arm_doorbell_words)
 
 /* ---- the device's cq_poll over hand-built CQEs ---- */
 
-struct pollenv {
-	struct cqenv ce;
-	struct sqenv se;
-	struct zd_mlx5_dev *dev;
-	struct zd_mlx5_cq_obj *cq;
-	struct zd_mlx5_qp *qp;
-	struct zd_evd *evd;
-	struct zd_ep *ep;
-	uint8_t *rqbuf;
-	__be32 rqdb;
-};
-
-static void pollenv_init(struct pollenv *p, uint32_t ring_cap)
-{
-	struct zd_mlx5_rq_desc rd;
-	struct zd_mlx5_qp **l2;
-
-	memset(p, 0, sizeof(*p));
-	p->dev = calloc(1, sizeof(*p->dev));
-	p->cq = alloc64(sizeof(*p->cq));
-	p->qp = alloc64(sizeof(*p->qp));
-	p->evd = calloc(1, sizeof(*p->evd));
-	p->ep = calloc(1, sizeof(*p->ep));
-	p->rqbuf = alloc64(4 * 64);
-	cr_assert(p->dev && p->cq && p->qp && p->evd && p->ep && p->rqbuf);
-	memset(p->cq, 0, sizeof(*p->cq));
-	memset(p->qp, 0, sizeof(*p->qp));
-	cqenv_init(&p->ce, 4, 64);
-	memcpy(&p->cq->q, &p->ce.cq, sizeof(p->cq->q));
-	p->cq->dev = p->dev;
-	p->cq->evd = p->evd;
-	p->evd->ring = zd_ring_create(ring_cap);
-	p->evd->cq_priv = p->cq;
-	sqenv_init(&p->se, 8, 64, 0);
-	memcpy(&p->qp->sq, &p->se.sq, sizeof(p->qp->sq));
-	p->se.sqp = &p->qp->sq;
-	rd = (struct zd_mlx5_rq_desc){ .buf = p->rqbuf, .wqe_cnt = 4, .stride = 64, .dbrec = &p->rqdb };
-	cr_assert_eq(zd_mlx5_rq_init(&p->qp->rq, &rd), 0);
-	p->qp->ep = p->ep;
-	p->qp->qpn = QPN;
-	p->qp->dev = p->dev;
-	p->qp->max_msg = 1u << 30;
-	p->ep->dev_priv = p->qp;
-	l2 = calloc(ZD_MLX5_QPT_ENTRIES, sizeof(*l2));
-	l2[QPN & (ZD_MLX5_QPT_ENTRIES - 1)] = p->qp;
-	p->dev->qpt[QPN >> ZD_MLX5_QPT_SHIFT] = l2;
-}
-
-static void pollenv_fini(struct pollenv *p)
-{
-	for (uint32_t i = 0; i < ZD_MLX5_QPT_ENTRIES; i++)
-		free(p->dev->qpt[i]);
-	zd_ring_destroy(p->evd->ring);
-	zd_mlx5_rq_fini(&p->qp->rq);
-	p->se.sqp = &p->se.sq;
-	sqenv_fini(&p->se);
-	cqenv_fini(&p->ce);
-	free(p->rqbuf);
-	free(p->ep);
-	free(p->evd);
-	free(p->qp);
-	free(p->cq);
-	free(p->dev);
-}
 
 /* The device writes into the CQ object's copy of the geometry. */
 static void cqe(struct pollenv *p, uint8_t op, uint32_t qpn, uint16_t ctr, uint32_t len,
@@ -235,7 +171,7 @@ Test(mlx5, poll_requester_cookies_and_unsignaled)
 	DAT_DTO_COMPLETION_EVENT_DATA d;
 	DAT_RMR_TRIPLET r = { .virtual_address = 0x9000, .rmr_context = 9 };
 
-	pollenv_init(&p, 16);
+	pollenv_init(&p, 4, 16, 0, 4);
 	/* 0: suppressed, 1: signalled write, 2: signalled read */
 	cr_assert_eq(zd_mlx5_post_send(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 100 },
 				       DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
@@ -266,7 +202,7 @@ Test(mlx5, poll_errors_unknown_qps_and_budget)
 	struct pollenv p;
 	DAT_DTO_COMPLETION_EVENT_DATA d;
 
-	pollenv_init(&p, 16);
+	pollenv_init(&p, 4, 16, 0, 4);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(zd_mlx5_post_send(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 200 + i },
 					       DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
@@ -301,7 +237,7 @@ Test(mlx5, poll_receives_in_order_with_owner_wrap)
 		{ .virtual_address = 0x3000, .segment_length = 64, .lmr_context = 7 },
 	};
 
-	pollenv_init(&p, 64);
+	pollenv_init(&p, 4, 64, 0, 4);
 	for (uint32_t round = 0; round < 6; round++) {
 		for (uint32_t i = 0; i < 4; i++)
 			cr_assert_eq(zd_mlx5_post_recv(p.ep, 2, two,

@@ -10,7 +10,7 @@
  *  - cq_poll's one-requester-CQE path and its general loop give the same
  *    events for mixed CQE sequences under every budget.
  */
-#include "mlx5_test.h"
+#include "mlx5_pollenv.h"
 
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
@@ -191,71 +191,8 @@ Test(mlx5, fast_post_full_sq_refused)
 
 /* ---- cq_poll: the one-CQE path and the general loop ---- */
 
-struct penv {
-	struct cqenv ce;
-	struct sqenv se;
-	struct zd_mlx5_dev *dev;
-	struct zd_mlx5_cq_obj *cq;
-	struct zd_mlx5_qp *qp;
-	struct zd_evd *evd;
-	struct zd_ep *ep;
-	uint8_t *rqbuf;
-	__be32 rqdb;
-};
 
-static void penv_init(struct penv *p)
-{
-	struct zd_mlx5_rq_desc rd;
-	struct zd_mlx5_qp **l2;
-
-	memset(p, 0, sizeof(*p));
-	p->dev = calloc(1, sizeof(*p->dev));
-	p->cq = alloc64(sizeof(*p->cq));
-	p->qp = alloc64(sizeof(*p->qp));
-	p->evd = calloc(1, sizeof(*p->evd));
-	p->ep = calloc(1, sizeof(*p->ep));
-	p->rqbuf = alloc64(8 * 64);
-	cr_assert(p->dev && p->evd && p->ep);
-	cqenv_init(&p->ce, 8, 64);
-	memcpy(&p->cq->q, &p->ce.cq, sizeof(p->cq->q));
-	p->cq->dev = p->dev;
-	p->cq->evd = p->evd;
-	p->evd->ring = zd_ring_create(64);
-	p->evd->cq_priv = p->cq;
-	sqenv_init(&p->se, 8, 64, 64);
-	memcpy(&p->qp->sq, &p->se.sq, sizeof(p->qp->sq));
-	p->se.sqp = &p->qp->sq;
-	rd = (struct zd_mlx5_rq_desc){ .buf = p->rqbuf, .wqe_cnt = 8, .stride = 64,
-				       .dbrec = &p->rqdb };
-	cr_assert_eq(zd_mlx5_rq_init(&p->qp->rq, &rd), 0);
-	p->qp->ep = p->ep;
-	p->qp->qpn = QPN;
-	p->qp->dev = p->dev;
-	p->qp->max_msg = 1u << 30;
-	p->ep->dev_priv = p->qp;
-	l2 = calloc(ZD_MLX5_QPT_ENTRIES, sizeof(*l2));
-	l2[QPN & (ZD_MLX5_QPT_ENTRIES - 1)] = p->qp;
-	p->dev->qpt[QPN >> ZD_MLX5_QPT_SHIFT] = l2;
-}
-
-static void penv_fini(struct penv *p)
-{
-	for (uint32_t i = 0; i < ZD_MLX5_QPT_ENTRIES; i++)
-		free(p->dev->qpt[i]);
-	zd_ring_destroy(p->evd->ring);
-	zd_mlx5_rq_fini(&p->qp->rq);
-	p->se.sqp = &p->se.sq;
-	sqenv_fini(&p->se);
-	cqenv_fini(&p->ce);
-	free(p->rqbuf);
-	free(p->ep);
-	free(p->evd);
-	free(p->qp);
-	free(p->cq);
-	free(p->dev);
-}
-
-static DAT_DTO_COMPLETION_EVENT_DATA ev_next(struct penv *p)
+static DAT_DTO_COMPLETION_EVENT_DATA ev_next(struct pollenv *p)
 {
 	DAT_EVENT ev;
 
@@ -275,13 +212,13 @@ static DAT_DTO_COMPLETION_EVENT_DATA ev_next(struct penv *p)
  */
 static void mixed_round(int budget, int slow_first)
 {
-	struct penv p;
+	struct pollenv p;
 	DAT_LMR_TRIPLET iov = seg_at(data, 8, 7);
 	DAT_RMR_TRIPLET r = { .virtual_address = 0x7000, .rmr_context = 8 };
 	DAT_DTO_COMPLETION_EVENT_DATA d;
 	int got = 0;
 
-	penv_init(&p);
+	pollenv_init(&p, 8, 64, 64, 8);
 	for (int round = 0; round < 5; round++) {
 		uint16_t base = (uint16_t)p.qp->sq.pi;
 
@@ -335,7 +272,7 @@ static void mixed_round(int budget, int slow_first)
 		cr_assert_eq(p.cq->pass % 2, 0, "every pass ended");
 		cr_assert_eq(p.ce.dbrec[ZD_MLX5_CQ_SET_CI], htobe32(p.cq->q.ci & 0xffffff));
 	}
-	penv_fini(&p);
+	pollenv_fini(&p);
 }
 
 Test(mlx5, fast_poll_mixed_cqes_every_budget)
