@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <dat2/udat.h>
+#include <dat2/dat_registry.h>   /* the DAT_*_FUNC entry types */
 
 struct zd_ia;
 struct zd_lmr;
@@ -180,6 +181,16 @@ struct zd_device_ops {
 				     DAT_COMPLETION_FLAGS flags);
 	DAT_RETURN (*srq_post_recv)(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				    DAT_DTO_COOKIE cookie);
+
+	/* ---- optional: DAT entry points with this device's data path
+	 * inlined (core/zd_dto_entry.h, evd/zd_evd_entry.h).  They go into
+	 * the DAT_PROVIDER of every dat.conf line this device serves; one
+	 * left NULL keeps core's. ---- */
+	struct {
+		DAT_EP_POST_SEND_FUNC ep_post_send;
+		DAT_EP_POST_RDMA_WRITE_FUNC ep_post_rdma_write;
+		DAT_EVD_DEQUEUE_FUNC evd_dequeue;
+	} dat_entries;
 };
 
 /* Registration: each device file ends with ZD_DEVICE_REGISTER(ops). */

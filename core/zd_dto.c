@@ -3,30 +3,18 @@
  * and friends.  Each checks the handle, the EP state, the segment count
  * and the completion flags, then makes exactly one indirect call into the
  * device, which checks keys, bounds, PZ and access as hardware does.  No
- * locks, no system calls, no allocation here.
+ * locks, no system calls, no allocation here.  The send and RDMA-write
+ * entries are templates (core/zd_dto_entry.h) that a device may also
+ * instantiate with its own post inlined.
  */
 #include "core/zd_api.h"
+#include "core/zd_dto_entry.h"
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_obj.h"
 
-#define ZD_REQUEST_FLAGS                                                     \
-	(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |  \
-	 DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG | \
-	 DAT_COMPLETION_EVD_THRESHOLD_FLAG)
 #define ZD_RECV_FLAGS \
 	(DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG)
-
-#define ZD_EP_CONNECTED_MASK                                                  \
-	((1u << DAT_EP_STATE_CONNECTED) | (1u << DAT_EP_STATE_CONNECTED_SINGLE_PATH) | \
-	 (1u << DAT_EP_STATE_CONNECTED_MULTI_PATH))
-_Static_assert(DAT_EP_STATE_CONNECTED_MULTI_PATH < 32, "EP states fit a 32-bit mask");
-
-/* One bit test instead of three compares. */
-static ZD_ALWAYS_INLINE bool ep_connected(DAT_EP_STATE s)
-{
-	return (unsigned)s < 32 && ((ZD_EP_CONNECTED_MASK >> (unsigned)s) & 1u);
-}
 
 /* Receives may be posted before the connection exists and after it ended
  * (they then complete flushed); not on an EP without a PZ or EVDs. */
@@ -59,23 +47,6 @@ static ZD_ALWAYS_INLINE DAT_RETURN check_iov(DAT_COUNT n, const DAT_LMR_TRIPLET 
 			return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PZ); \
 	} while (0)
 
-/*
- * The hot path of a request post: every check of request_checks and
- * EP_GET_READY_OR_RETURN folded into one test that holds for a correct
- * call with 1..max segments.  Anything else (an error, or no segment at
- * all) takes the out-of-line path, which runs the checks one by one and
- * returns the error the spec names.
- */
-static ZD_ALWAYS_INLINE bool request_fast_ok(const struct zd_ep *ep, DAT_COUNT n,
-					     const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
-					     DAT_COMPLETION_FLAGS flags)
-{
-	DAT_EP_STATE s = atomic_load_explicit(&ep->state, memory_order_relaxed);
-
-	return ep->dev_priv != NULL && ep_connected(s) && (uint32_t)n - 1u < (uint32_t)max &&
-	       iov != NULL && !(flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS);
-}
-
 static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
 						  const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
 						  DAT_COMPLETION_FLAGS flags,
@@ -84,7 +55,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
 	DAT_EP_STATE s = atomic_load_explicit(&ep->state, memory_order_relaxed);
 	DAT_RETURN ret;
 
-	if (ZD_UNLIKELY(!ep_connected(s)))
+	if (ZD_UNLIKELY(!zd_ep_connected(s)))
 		return zd_ep_invalid_state(s);
 	if ((ret = check_iov(n, iov, max)) != DAT_SUCCESS)
 		return ret;
@@ -93,8 +64,8 @@ static ZD_ALWAYS_INLINE DAT_RETURN request_checks(struct zd_ep *ep, DAT_COUNT n,
 	return DAT_SUCCESS;
 }
 
-static __attribute__((noinline, cold)) DAT_RETURN
-post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+__attribute__((noinline, cold)) DAT_RETURN
+zd_ep_post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
 		  DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep;
@@ -110,12 +81,7 @@ post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_CO
 DAT_RETURN zd_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
-
-	if (ZD_LIKELY(ep != NULL) &&
-	    ZD_LIKELY(request_fast_ok(ep, n, iov, ep->attr.max_request_iov, flags)))
-		return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
-	return post_send_checked(h, n, iov, cookie, flags);
+	return zd_ep_post_send_entry(h, n, iov, cookie, flags, NULL);
 }
 
 DAT_RETURN zd_ep_post_send_with_invalidate(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
@@ -149,14 +115,6 @@ DAT_RETURN zd_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 	return ep->obj.ia->dev->post_recv(ep, n, iov, cookie, flags);
 }
 
-/* An RDMA IOV limit left 0 (stock clients memset the attributes and set
- * only max_request_iov) falls back to the request limit, as on verbs where
- * RDMA WRs share the send queue's SGE limit. */
-static ZD_ALWAYS_INLINE DAT_COUNT rdma_iov_max(const struct zd_ep *ep, DAT_COUNT rdma_max)
-{
-	return rdma_max ? rdma_max : ep->attr.max_request_iov;
-}
-
 static ZD_ALWAYS_INLINE DAT_RETURN rdma_checks(struct zd_ep *ep, DAT_COUNT n,
 					       const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
 					       const DAT_RMR_TRIPLET *remote,
@@ -171,15 +129,15 @@ static ZD_ALWAYS_INLINE DAT_RETURN rdma_checks(struct zd_ep *ep, DAT_COUNT n,
 	return DAT_SUCCESS;
 }
 
-static __attribute__((noinline, cold)) DAT_RETURN
-post_rdma_write_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+__attribute__((noinline, cold)) DAT_RETURN
+zd_ep_post_rdma_write_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
 			 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep;
 	DAT_RETURN ret;
 
 	EP_GET_READY_OR_RETURN(ep, h);
-	ret = rdma_checks(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_write_iov), remote, flags);
+	ret = rdma_checks(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), remote, flags);
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
 	return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
@@ -189,13 +147,7 @@ DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *
 				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				 DAT_COMPLETION_FLAGS flags)
 {
-	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
-
-	if (ZD_LIKELY(ep != NULL) &&
-	    ZD_LIKELY(request_fast_ok(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_write_iov),
-				      flags) && remote != NULL))
-		return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
-	return post_rdma_write_checked(h, n, iov, cookie, remote, flags);
+	return zd_ep_post_rdma_write_entry(h, n, iov, cookie, remote, flags, NULL);
 }
 
 static __attribute__((noinline, cold)) DAT_RETURN
@@ -206,7 +158,7 @@ post_rdma_read_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_D
 	DAT_RETURN ret;
 
 	EP_GET_READY_OR_RETURN(ep, h);
-	ret = rdma_checks(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_read_iov), remote, flags);
+	ret = rdma_checks(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_read_iov), remote, flags);
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
 	return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
@@ -219,7 +171,7 @@ DAT_RETURN zd_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *i
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
 
 	if (ZD_LIKELY(ep != NULL) &&
-	    ZD_LIKELY(request_fast_ok(ep, n, iov, rdma_iov_max(ep, ep->attr.max_rdma_read_iov),
+	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_read_iov),
 				      flags) && remote != NULL))
 		return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
 	return post_rdma_read_checked(h, n, iov, cookie, remote, flags);

@@ -4,7 +4,8 @@
  * libdat2 calls dat_provider_init once per dat.conf line that names this
  * library, with that line's ia_params.  Each line gets its own DAT_PROVIDER
  * (device_name = the line's ia_name) so handles carry the line they were
- * opened through; the slots are the same for all of them.
+ * opened through; the slots are the same for all of them, but for the hot
+ * entries a device may supply (zd_device_ops.dat_entries).
  */
 #include <stdio.h>
 #include <string.h>
@@ -137,6 +138,26 @@ struct zd_provider *zd_provider_find(const char *ia_name)
 	return found;
 }
 
+/* The device's own entry points for the hot calls (zd_device_ops
+ * .dat_entries), when the line's ia_params name a device that has them.
+ * Before registration: no handle of this line exists yet.  A line whose
+ * params do not parse keeps core's entries (dat_ia_open reports it). */
+static void install_device_entries(struct zd_provider *p)
+{
+	struct zd_ia_params params;
+	const struct zd_device_ops *dev;
+
+	if (zd_ia_params_parse(p->ia_params, &params) != 0 ||
+	    !(dev = zd_device_find(params.device)))
+		return;
+	if (dev->dat_entries.ep_post_send)
+		p->dat.ep_post_send_func = dev->dat_entries.ep_post_send;
+	if (dev->dat_entries.ep_post_rdma_write)
+		p->dat.ep_post_rdma_write_func = dev->dat_entries.ep_post_rdma_write;
+	if (dev->dat_entries.evd_dequeue)
+		p->dat.evd_dequeue_func = dev->dat_entries.evd_dequeue;
+}
+
 ZD_EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *instance_data)
 {
 	struct zd_provider *p;
@@ -158,6 +179,7 @@ ZD_EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *inst
 		p->dat.device_name = p->info.ia_name;
 		snprintf(p->ia_params, sizeof(p->ia_params), "%s",
 			 instance_data ? instance_data : "");
+		install_device_entries(p);
 		if (dat_registry_add_provider(&p->dat, &p->info) == DAT_SUCCESS)
 			p->registered = 1;
 		else

@@ -11,6 +11,7 @@
 #include "evd/zd_evd.h"
 #include "evd/zd_cno.h"
 #include "evd/zd_evd_cq.h"
+#include "evd/zd_evd_entry.h"
 #include "evd/zd_poller.h"
 
 #define ZD_EVD_KNOWN_FLAGS                                                  \
@@ -247,24 +248,10 @@ DAT_RETURN zd_evd_take(struct zd_evd *evd, DAT_EVENT *out)
 	return evd_take(evd, out) ? DAT_SUCCESS : DAT_QUEUE_EMPTY;
 }
 
-/* What zd_evd_dequeue does past an empty ring: the drained-after-resize
- * ring and the spill list (evd_take), then one poll of the CQ.  With
- * neither, the ring was just found empty: straight to the poll. */
-static __attribute__((noinline)) DAT_RETURN evd_dequeue_more(struct zd_evd *evd, DAT_EVENT *event)
-{
-	if (evd->draining != NULL || atomic_load_explicit(&evd->spilling, memory_order_acquire))
-		if (evd_take(evd, event))
-			return DAT_SUCCESS;
-	zd_evd_progress(evd);
-	/* A status, not a failure: plain DAT_QUEUE_EMPTY, as the spec names it
-	 * (dtest -p polls with `== DAT_QUEUE_EMPTY`; DAT_GET_TYPE also works). */
-	return zd_evd_take(evd, event);
-}
-
-/* The common cases inline: an event already in the ring, or (the ring
- * empty, nothing drained or spilled) the device's cq_poll_one, a tail
- * call that takes the next completion straight into @event. */
-DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
+/* Every check, then the ring (the one drained after a resize first),
+ * the spill list, and one poll of the CQ. */
+__attribute__((noinline)) DAT_RETURN zd_evd_dequeue_checked(DAT_EVD_HANDLE evd_handle,
+							     DAT_EVENT *event)
 {
 	struct zd_evd *evd;
 
@@ -273,16 +260,22 @@ DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (ZD_UNLIKELY(atomic_load_explicit(&evd->waiting, memory_order_relaxed)))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-	if (ZD_LIKELY(evd->draining == NULL)) {
-		if (ZD_LIKELY(zd_ring_dequeue(evd->ring, event)))
-			return DAT_SUCCESS;
-		/* relaxed: a hint; cq_poll_one checks again, with acquire,
-		 * after its completion (zd_evd_direct_ok). */
-		if (ZD_LIKELY(evd->cq_poll_one != NULL) &&
-		    ZD_LIKELY(!atomic_load_explicit(&evd->spilling, memory_order_relaxed)))
-			return evd->cq_poll_one(evd, event);
-	}
-	return evd_dequeue_more(evd, event);
+	if (evd_take(evd, event))
+		return DAT_SUCCESS;
+	zd_evd_progress(evd);
+	/* A status, not a failure: plain DAT_QUEUE_EMPTY, as the spec names it
+	 * (dtest -p polls with `== DAT_QUEUE_EMPTY`; DAT_GET_TYPE also works). */
+	return zd_evd_take(evd, event);
+}
+
+DAT_RETURN zd_evd_ring_take(struct zd_evd *evd, DAT_EVENT *event)
+{
+	return zd_ring_dequeue(evd->ring, event) ? DAT_SUCCESS : DAT_QUEUE_EMPTY;
+}
+
+DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event)
+{
+	return zd_evd_dequeue_entry(evd_handle, event, NULL);
 }
 
 static uint64_t now_us(void)

@@ -9,21 +9,23 @@
  * One process, two EPs connected to each other over the provider's own
  * connection manager.  The provider is called through its DAT_PROVIDER
  * table (the DAT_*() redirection macros), so libdat2's dispatch is not
- * counted.  Collection is toggled on around each post and each dequeue
- * only; a device that completes asynchronously (the software mlx5 NIC's
- * thread) makes the poster dequeue in vain a few times, so the same run
- * also counts N dequeues of an empty EVD and reports them apart.  The
- * toggles themselves cost a few instructions inside each counted window
- * (the tail of the client request that starts it, the head of the one that
- * ends it): a third part counts N empty windows, and that is taken out too:
+ * counted.  Collection is toggled on around the posts of one pass of
+ * @iters writes (dump 1), around the dequeues of a second pass (dump 2),
+ * around @iters dequeues of an empty EVD (dump 3: a device that completes
+ * asynchronously -- the software mlx5 NIC's thread -- makes the poster
+ * dequeue in vain a few times, and the tool takes those out), and around
+ * nothing (dump 4: what the toggles cost inside a window).  The tool
+ * counts the provider's own instructions (its object alone), so the
+ * toggles and the application's call sequences drop out:
  *
- *   per-op = (post + all dequeues - empty_dequeues * empty_cost) / iters
- *            - 2 * window_cost
+ *   post = zdapl(1) / iters
+ *   poll = (zdapl(2) - empty_dequeues * zdapl(3) / iters) / iters
  *
  * Without valgrind the tool runs the same loops and prints only the counts
  * of calls (a smoke test).
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,19 +143,21 @@ int main(int argc, char **argv)
 	DAT_DTO_COOKIE cookie = { .as_64 = COOKIE_MAGIC };
 	unsigned long empty = 0;
 
-	/* Warm up (caches, lazy binding, first-touch) uncounted, then count. */
-	for (int pass = 0; pass < 2; pass++) {
+	/* Warm up (caches, lazy binding, first-touch) uncounted, then one
+	 * pass counting the posts, one counting the dequeues. */
+	for (int pass = 0; pass < 3; pass++) {
 		unsigned long n = pass ? iters : 100;
+		bool count_post = pass == 1, count_poll = pass == 2;
 
 		for (unsigned long i = 0; i < n; i++) {
 			DAT_RETURN ret;
 
 			src = i + 1;
-			if (pass)
+			if (count_post)
 				CALLGRIND_TOGGLE_COLLECT;
 			ret = DAT_EP_POST_RDMA_WRITE(a.ep, 1, &l, cookie, &r,
 						     DAT_COMPLETION_DEFAULT_FLAG);
-			if (pass)
+			if (count_post)
 				CALLGRIND_TOGGLE_COLLECT;
 			if (ret != DAT_SUCCESS)
 				die("dat_ep_post_rdma_write", ret);
@@ -166,16 +170,16 @@ int main(int argc, char **argv)
 			for (int y = 0; y < 20; y++)
 				sched_yield();
 			for (;;) {
-				if (pass)
+				if (count_poll)
 					CALLGRIND_TOGGLE_COLLECT;
 				ret = DAT_EVD_DEQUEUE(a.req_evd, &ev);
-				if (pass)
+				if (count_poll)
 					CALLGRIND_TOGGLE_COLLECT;
 				if (ret == DAT_SUCCESS)
 					break;
 				if (DAT_GET_TYPE(ret) != DAT_QUEUE_EMPTY)
 					die("dat_evd_dequeue", ret);
-				empty += pass;
+				empty += count_poll;
 			}
 			if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
 			    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS ||
@@ -184,8 +188,11 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
+		if (count_post)
+			CALLGRIND_DUMP_STATS_AT("post");
+		if (count_poll)
+			CALLGRIND_DUMP_STATS_AT("poll");
 	}
-	CALLGRIND_DUMP_STATS_AT("post+poll");
 
 	/* The cost of one dequeue that finds nothing, on the same EVD. */
 	for (unsigned long i = 0; i < iters; i++) {

@@ -1,12 +1,16 @@
 #!/bin/sh
-# Instructions the poster spends on one 8-byte RDMA write: the post plus
+# Instructions the provider spends on one 8-byte RDMA write: the post plus
 # polling its completion into a DAT event, counted by callgrind (repeatable,
 # unlike time on this shared machine).  See perftest/zd_instr.c.
 #
 #   tools/instr_count.sh [build dir] [ia_name...]     (default: build zdapl-shm)
 #
-# Prints one line per provider; exits 77 when valgrind is missing.
+# Counts libzdapl's own instructions (libdat2's dispatch, the application's
+# calls and callgrind's toggles are outside it); the software NIC's work
+# runs on its own thread and is not counted either.  Prints one line per
+# provider; exits 77 when valgrind is missing.
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build}" && pwd)
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] || set -- zdapl-shm
@@ -15,6 +19,9 @@ iters=${ZD_INSTR_ITERS:-1000}
 command -v valgrind >/dev/null || { echo "instr_count: valgrind not installed" >&2; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# zdapl's instructions in dump $1 (of thread 1: files cg.<dump>-<thread>)
+zdapl() { awk -v obj=libzdapl -f "$here/callgrind_self.awk" "$tmp"/cg."$ia"."$1"-01; }
 
 for ia in "$@"; do
 	out=$(cd "$tmp" && DAT_OVERRIDE="$build/dat.conf" valgrind --tool=callgrind \
@@ -26,20 +33,14 @@ for ia in "$@"; do
 		exit 1
 	}
 	empty=$(echo "$out" | sed -n 's/.*empty_dequeues=\([0-9]*\).*/\1/p')
-	# Thread 1's dumps: part 1 is post+poll, part 2 the empty dequeues,
-	# part 3 empty counted windows (what the toggles themselves cost in
-	# each window; the post and the dequeue are one window each).
-	post=$(grep -h "^totals:" "$tmp"/cg."$ia".1-01 | awk '{print $2}')
-	idle=$(grep -h "^totals:" "$tmp"/cg."$ia".2-01 | awk '{print $2}')
-	win=$(grep -h "^totals:" "$tmp"/cg."$ia".3-01 2>/dev/null | awk '{print $2}')
-	awk -v ia="$ia" -v n="$iters" -v post="$post" -v idle="$idle" -v empty="$empty" \
-	    -v win="${win:-0}" 'BEGIN {
-		per_win = win / n
-		per_empty = idle / n - per_win
-		printf "%s: %.0f instructions per 8-byte RDMA write post + completion poll " \
-		       "(%d empty polls of %.0f instructions each and the toggles %.0f per " \
-		       "window left out)\n",
-		       ia, (post - empty * (per_empty + per_win)) / n - 2 * per_win, empty,
-		       per_empty, per_win }'
+	# Dumps of thread 1: 1 the posts, 2 the dequeues, 3 empty dequeues.
+	awk -v ia="$ia" -v n="$iters" -v post="$(zdapl 1)" -v poll="$(zdapl 2)" \
+	    -v idle="$(zdapl 3)" -v empty="$empty" 'BEGIN {
+		per_empty = idle / n
+		p = post / n
+		q = (poll - empty * per_empty) / n
+		printf "%s: %.0f instructions in zdapl per 8-byte RDMA write: post %.0f + " \
+		       "completion polled into a DAT event %.0f (%d empty polls of %.0f " \
+		       "left out)\n", ia, p + q, p, q, empty, per_empty }'
 	rm -f "$tmp"/cg."$ia"*
 done

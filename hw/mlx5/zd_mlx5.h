@@ -156,4 +156,13 @@ DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_T
 DAT_RETURN zd_mlx5_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				 DAT_DTO_COOKIE cookie);
 
+/* The DAT entries with the mlx5 data path inlined (zd_device_ops
+ * .dat_entries): zd_mlx5_post.c, and zd_mlx5_cq.c for the dequeue. */
+DAT_RETURN zd_mlx5_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_mlx5_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				       DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_mlx5_dat_evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT *event);
+
 #endif /* ZD_MLX5_H */

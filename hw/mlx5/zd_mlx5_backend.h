@@ -177,7 +177,12 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 	.post_recv = zd_mlx5_post_recv,                   \
 	.post_rdma_write = zd_mlx5_post_rdma_write,       \
 	.post_rdma_read = zd_mlx5_post_rdma_read,         \
-	.srq_post_recv = zd_mlx5_srq_post_recv
+	.srq_post_recv = zd_mlx5_srq_post_recv,           \
+	.dat_entries = {                                  \
+		.ep_post_send = zd_mlx5_dat_post_send,     \
+		.ep_post_rdma_write = zd_mlx5_dat_post_rdma_write, \
+		.evd_dequeue = zd_mlx5_dat_evd_dequeue,    \
+	}
 
 #define ZD_MLX5_BACKEND_REGISTER(be, devname, adapter, bind_any)                 \
 	static DAT_RETURN zd_mlx5_ia_open_##be(struct zd_ia *ia,                 \

@@ -26,6 +26,7 @@
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_evd_entry.h"
 #include "hw/mlx5/zd_mlx5.h"
 
 DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth)
@@ -387,12 +388,22 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 
 /*
  * zd_mlx5_cq_poll's latency case, straight into the consumer's DAT_EVENT
- * (the EVD ring found empty; see cq_poll_one in core/zd_device.h): no ring
- * slot claimed, published, then dequeued.  The EVD check comes after the
- * CQE's owner bit and barrier (zd_evd_direct_ok).  Anything else polls the
- * ordinary way and leaves the caller to the ring.
+ * (see cq_poll_one in core/zd_device.h): no ring slot claimed, published,
+ * then dequeued.  The EVD check comes after the CQE's owner bit and
+ * barrier (zd_evd_direct_ok).  Anything else polls the ordinary way and
+ * leaves the caller to the ring.  @ring_if_empty: an empty CQ hands over
+ * to the ring (the dequeue entry's poll_first, evd/zd_evd_entry.h: called
+ * before the ring was looked at); else the caller found the ring empty.
  */
-DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
+static __attribute__((noinline)) DAT_RETURN cq_poll_one_slow(struct zd_mlx5_cq_obj *cq,
+								struct zd_evd *evd, DAT_EVENT *out)
+{
+	cq_poll_more(cq, zd_evd_room(evd), 0);
+	return zd_evd_take(evd, out);
+}
+
+static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_(struct zd_evd *evd, DAT_EVENT *out,
+					       bool ring_if_empty)
 {
 	struct zd_mlx5_cq_obj *cq = evd->cq_priv;
 	struct mlx5_cqe64 *cqe;
@@ -402,7 +413,7 @@ DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
 	uint8_t op_own;
 
 	if (ZD_UNLIKELY(!cq) || !(cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)))
-		return DAT_QUEUE_EMPTY;
+		return ring_if_empty ? zd_evd_ring_take(evd, out) : DAT_QUEUE_EMPTY;
 	pass_begin(cq);
 	if (ZD_UNLIKELY((op_own >> 4) != MLX5_CQE_REQ))
 		goto slow;
@@ -421,8 +432,25 @@ DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
 	pass_end(cq, 1);
 	return DAT_SUCCESS;
 slow:
-	cq_poll_more(cq, zd_evd_room(evd), 0);
-	return zd_evd_take(evd, out);
+	return cq_poll_one_slow(cq, evd, out);
+}
+
+DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
+{
+	return cq_poll_one_(evd, out, false);
+}
+
+static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_first(struct zd_evd *evd, DAT_EVENT *out)
+{
+	return cq_poll_one_(evd, out, true);
+}
+
+/* dat_evd_dequeue with the poll inlined (zd_device_ops.dat_entries):
+ * every EVD of an IA of this device has zd_mlx5_cq_poll_one as its
+ * cq_poll_one, or none. */
+DAT_RETURN zd_mlx5_dat_evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT *event)
+{
+	return zd_evd_dequeue_entry(h, event, cq_poll_first);
 }
 
 void zd_mlx5_cq_arm_op(struct zd_evd *evd)

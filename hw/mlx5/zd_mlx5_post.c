@@ -11,6 +11,7 @@
  * Threads: one poster per EP (and per SRQ) at a time, as the DAT's
  * non-thread-safe registration promises.
  */
+#include "core/zd_dto_entry.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "hw/mlx5/zd_mlx5.h"
@@ -126,8 +127,9 @@ static __attribute__((noinline)) DAT_RETURN post_write_inl1_flags(struct zd_mlx5
 			 zd_mlx5_wants_event(flags, qp->req_flags));
 }
 
-DAT_RETURN zd_mlx5_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+static ZD_ALWAYS_INLINE DAT_RETURN post_send(struct zd_ep *ep, DAT_COUNT n,
+					     const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					     DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_mlx5_qp *qp = ep->dev_priv;
 
@@ -140,9 +142,11 @@ DAT_RETURN zd_mlx5_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLE
 	return post_send_slow(ep, n, iov, cookie, flags);
 }
 
-DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				   DAT_COMPLETION_FLAGS flags)
+static ZD_ALWAYS_INLINE DAT_RETURN post_rdma_write(struct zd_ep *ep, DAT_COUNT n,
+						   const DAT_LMR_TRIPLET *iov,
+						   DAT_DTO_COOKIE cookie,
+						   const DAT_RMR_TRIPLET *remote,
+						   DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_mlx5_qp *qp = ep->dev_priv;
 
@@ -154,6 +158,34 @@ DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_
 		return post_write_inl1_flags(qp, iov, cookie, remote, flags);
 	}
 	return post_write_slow(ep, n, iov, cookie, remote, flags);
+}
+
+/* The device ops (core's entries, the tests) */
+DAT_RETURN zd_mlx5_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	return post_send(ep, n, iov, cookie, flags);
+}
+
+DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				   DAT_COMPLETION_FLAGS flags)
+{
+	return post_rdma_write(ep, n, iov, cookie, remote, flags);
+}
+
+/* ... and the DAT entries with them inlined (zd_device_ops.dat_entries). */
+DAT_RETURN zd_mlx5_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_send_entry(h, n, iov, cookie, flags, post_send);
+}
+
+DAT_RETURN zd_mlx5_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				       DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_rdma_write_entry(h, n, iov, cookie, remote, flags, post_rdma_write);
 }
 
 DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

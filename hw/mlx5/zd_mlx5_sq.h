@@ -29,6 +29,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <dat2/udat.h>
@@ -77,7 +78,7 @@ struct zd_mlx5_sq {
 	uint32_t max_inline;          /* 0: never inline */
 	uint32_t inl1_rdma;           /* min(max_inline, ZD_MLX5_INL1_MAX_RDMA) */
 	uint32_t inl1_send;           /* min(max_inline, ZD_MLX5_INL1_MAX_SEND) */
-	uint32_t unsig;               /* unsignaled WQEs since the last signaled */
+	uint32_t unsig;               /* unsignaled WQEs since the last forced CQE */
 	uint32_t unsig_max;           /* force CQ_UPDATE after this many */
 	struct zd_mlx5_sq_wr *wr;     /* wqe_cnt entries */
 	/* poller: WQEBBs before ci are free again */
@@ -298,6 +299,21 @@ static ZD_ALWAYS_INLINE void zd_mlx5_bf_copy64(volatile uint64_t *dst, const uin
 #endif
 }
 
+/*
+ * Unsignaled WQEs are retired by a later CQE; never let the SQ fill with
+ * them (the device would never report progress): every unsig_max-th
+ * unsignaled WQE is signaled anyway.  Signaled WQEs in between do not
+ * restart the count (one store less on the common, signaled path; a
+ * forced CQE a little early costs nothing).
+ */
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_unsig_full(struct zd_mlx5_sq *sq)
+{
+	if (++sq->unsig < sq->unsig_max)
+		return false;
+	sq->unsig = 0;
+	return true;
+}
+
 /* Free WQEBBs (the poller moves ci). */
 static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_room(const struct zd_mlx5_sq *sq)
 {
@@ -377,14 +393,10 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_ml
 
 	if (ZD_UNLIKELY(zd_mlx5_wqe_max_bb(w, n, total) > zd_mlx5_sq_room(sq)))
 		return false;
-	/* Unsignaled WQEs are retired by a later CQE; never let the SQ fill
-	 * with them (the device would never report progress). */
-	if (!signaled && ++sq->unsig >= sq->unsig_max)
-		signaled = true;
-	if (signaled) {
+	if (!signaled)
+		signaled = zd_mlx5_sq_unsig_full(sq);
+	if (signaled)
 		w->fm_ce_se |= MLX5_WQE_CTRL_CQ_UPDATE;
-		sq->unsig = 0;
-	}
 	nbb = zd_mlx5_sq_build(sq, w, iov, n, total);
 	wr = &sq->wr[sq->pi & sq->mask];
 	wr->cookie = cookie;
@@ -464,12 +476,22 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO
 					       uint32_t len, uint8_t op, uint8_t nbb,
 					       uint8_t flags)
 {
+	/* len, op, nbb, flags and pad as one word: one store (the compiler
+	 * splits field stores, and builds constants in .rodata). */
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+	uint64_t meta = len | (uint64_t)op << 32 | (uint64_t)nbb << 40 | (uint64_t)flags << 48;
+#else
+	uint64_t meta = (uint64_t)len << 32 | (uint64_t)op << 24 | (uint64_t)nbb << 16 |
+			(uint64_t)flags << 8;
+#endif
+
+	_Static_assert(offsetof(struct zd_mlx5_sq_wr, len) == 8 &&
+		       offsetof(struct zd_mlx5_sq_wr, op) == 12 &&
+		       offsetof(struct zd_mlx5_sq_wr, nbb) == 13 &&
+		       offsetof(struct zd_mlx5_sq_wr, flags) == 14 &&
+		       sizeof(struct zd_mlx5_sq_wr) == 16, "zd_mlx5_sq_wr layout");
 	wr->cookie = cookie;
-	wr->len = len;
-	wr->op = op;
-	wr->nbb = nbb;
-	wr->flags = flags;
-	wr->pad = 0;
+	memcpy((char *)wr + offsetof(struct zd_mlx5_sq_wr, len), &meta, sizeof(meta));
 }
 
 /*
@@ -493,12 +515,10 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 	/* acquire: as in zd_mlx5_sq_room. */
 	if (ZD_UNLIKELY(pi - atomic_load_explicit(&sq->ci, memory_order_acquire) >= sq->wqe_cnt))
 		return false;
-	if (!signaled && ++sq->unsig >= sq->unsig_max)
-		signaled = true;
-	if (signaled) {
+	if (!signaled)
+		signaled = zd_mlx5_sq_unsig_full(sq);
+	if (signaled)
 		fm_ce_se |= MLX5_WQE_CTRL_CQ_UPDATE;
-		sq->unsig = 0;
-	}
 	/* Stores in an order that keeps few values live: bookkeeping and
 	 * ctrl first, the byte copies (which the compiler must assume alias
 	 * @sq) last. */

@@ -13,7 +13,7 @@ static DAT_EVD_HANDLE async;
 
 static void open_ia(void)
 {
-	cr_assert_eq(zd_test_open("zdapl-shm", &ia, &async), DAT_SUCCESS);
+	cr_assert_eq(zd_test_open(zd_test_ia("zdapl-shm"), &ia, &async), DAT_SUCCESS);
 }
 
 static DAT_EVENT se(uint64_t n)

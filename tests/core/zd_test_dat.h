@@ -25,6 +25,15 @@ static inline void zd_test_use_conf(void)
 	}
 }
 
+/* The IA a device-neutral suite runs over: ZD_TEST_IA (meson runs some
+ * suites again over other devices), else @dflt. */
+static inline const char *zd_test_ia(const char *dflt)
+{
+	const char *ia = getenv("ZD_TEST_IA");
+
+	return ia && *ia ? ia : dflt;
+}
+
 static inline DAT_RETURN zd_test_open(const char *name, DAT_IA_HANDLE *ia, DAT_EVD_HANDLE *async)
 {
 	*async = DAT_HANDLE_NULL;

@@ -1,0 +1,122 @@
+/*
+ * The DAT entry points of the hottest calls -- dat_ep_post_send,
+ * dat_ep_post_rdma_write, dat_evd_dequeue -- as inline templates that take
+ * the device's data-path function as an argument.
+ *
+ * Core instantiates them with the indirect call through the device ops
+ * (core/zd_dto.c, evd/zd_evd.c: any device).  A device whose data path can
+ * be inlined instantiates them again with its own function, a constant,
+ * and lists the result in its ops (zd_device_ops.dat_entries); dat.conf
+ * lines served by that device then carry those entries in their
+ * DAT_PROVIDER (core/zd_provider.c), so libdat2 calls them directly: one
+ * function from the handle check to the doorbell, no indirect call, no
+ * second look at the EP.  The checks, the fallbacks and the errors are the
+ * same code either way: a call the fast test does not pass goes to core's
+ * checked path, which returns the error the spec names.
+ */
+#ifndef ZD_DTO_ENTRY_H
+#define ZD_DTO_ENTRY_H
+
+#include <stdbool.h>
+#include <dat2/udat.h>
+
+#include "core/zd_compiler.h"
+#include "core/zd_ep.h"
+#include "core/zd_ia.h"
+#include "core/zd_obj.h"
+
+#define ZD_REQUEST_FLAGS                                                     \
+	(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |  \
+	 DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG | \
+	 DAT_COMPLETION_EVD_THRESHOLD_FLAG)
+
+#define ZD_EP_CONNECTED_MASK                                                  \
+	((1u << DAT_EP_STATE_CONNECTED) | (1u << DAT_EP_STATE_CONNECTED_SINGLE_PATH) | \
+	 (1u << DAT_EP_STATE_CONNECTED_MULTI_PATH))
+_Static_assert(DAT_EP_STATE_CONNECTED_MULTI_PATH < 32, "EP states fit a 32-bit mask");
+
+/* One bit test instead of three compares. */
+static ZD_ALWAYS_INLINE bool zd_ep_connected(DAT_EP_STATE s)
+{
+	return (unsigned)s < 32 && ((ZD_EP_CONNECTED_MASK >> (unsigned)s) & 1u);
+}
+
+/* An RDMA IOV limit left 0 (stock clients memset the attributes and set
+ * only max_request_iov) falls back to the request limit, as on verbs where
+ * RDMA WRs share the send queue's SGE limit. */
+static ZD_ALWAYS_INLINE DAT_COUNT zd_rdma_iov_max(const struct zd_ep *ep, DAT_COUNT rdma_max)
+{
+	return rdma_max ? rdma_max : ep->attr.max_request_iov;
+}
+
+/*
+ * The hot path of a request post: every check of the handle, the EP
+ * state, the segment count and the flags folded into one test that holds
+ * for a correct call with 1..max segments.  Anything else (an error, or no
+ * segment at all) takes the checked path, which runs the checks one by
+ * one and returns the error the spec names.
+ */
+static ZD_ALWAYS_INLINE bool zd_request_fast_ok(const struct zd_ep *ep, DAT_COUNT n,
+						const DAT_LMR_TRIPLET *iov, DAT_COUNT max,
+						DAT_COMPLETION_FLAGS flags)
+{
+	DAT_EP_STATE s = atomic_load_explicit(&ep->state, memory_order_relaxed);
+
+	return ep->dev_priv != NULL && zd_ep_connected(s) && (uint32_t)n - 1u < (uint32_t)max &&
+	       iov != NULL && !(flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS);
+}
+
+/* The checked paths (core/zd_dto.c): every check, then the device's op. */
+DAT_RETURN zd_ep_post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_ep_post_rdma_write_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+					 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+					 DAT_COMPLETION_FLAGS flags);
+
+typedef DAT_RETURN zd_post_send_fn(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+typedef DAT_RETURN zd_post_rdma_fn(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				   DAT_COMPLETION_FLAGS flags);
+
+/* dat_ep_post_send; @post: the device's post_send, or NULL for the call
+ * through the EP's device ops. */
+static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_send_entry(DAT_EP_HANDLE h, DAT_COUNT n,
+							 DAT_LMR_TRIPLET *iov,
+							 DAT_DTO_COOKIE cookie,
+							 DAT_COMPLETION_FLAGS flags,
+							 zd_post_send_fn *post)
+{
+	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+
+	if (ZD_LIKELY(ep != NULL) &&
+	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov, ep->attr.max_request_iov, flags))) {
+		if (post)
+			return post(ep, n, iov, cookie, flags);
+		return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+	}
+	return zd_ep_post_send_checked(h, n, iov, cookie, flags);
+}
+
+/* dat_ep_post_rdma_write; @post as above. */
+static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_write_entry(DAT_EP_HANDLE h, DAT_COUNT n,
+							       DAT_LMR_TRIPLET *iov,
+							       DAT_DTO_COOKIE cookie,
+							       const DAT_RMR_TRIPLET *remote,
+							       DAT_COMPLETION_FLAGS flags,
+							       zd_post_rdma_fn *post)
+{
+	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+
+	if (ZD_LIKELY(ep != NULL) &&
+	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
+					 zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), flags) &&
+		      remote != NULL)) {
+		if (post)
+			return post(ep, n, iov, cookie, remote, flags);
+		return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+	}
+	return zd_ep_post_rdma_write_checked(h, n, iov, cookie, remote, flags);
+}
+
+#endif /* ZD_DTO_ENTRY_H */
