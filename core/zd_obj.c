@@ -89,14 +89,16 @@ void *zd_obj_alloc(enum zd_obj_type type, size_t size, struct zd_ia *ia)
 		if (!fl->head)
 			fl->tail = NULL;
 	} else {
-		uintptr_t off = atomic_load_explicit(&zd_obj_zones.limit[type],
-						     memory_order_relaxed);
+		uintptr_t n = atomic_load_explicit(&zd_obj_zones.nslots[type],
+						   memory_order_relaxed);
+		uintptr_t off = n * slot;
+
 		if (off + slot <= ((uintptr_t)1 << ZD_OBJ_ZONE_SHIFT)) {
 			o = (struct zd_obj *)(zd_obj_zones.base +
 					      ((uintptr_t)type << ZD_OBJ_ZONE_SHIFT) + off);
-			/* Publish the new limit only after the slot is usable;
+			/* Publish the new count only after the slot is usable;
 			 * its magic is still 0 so checks refuse it meanwhile. */
-			atomic_store_explicit(&zd_obj_zones.limit[type], off + slot,
+			atomic_store_explicit(&zd_obj_zones.nslots[type], n + 1,
 					      memory_order_release);
 		}
 	}

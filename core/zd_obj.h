@@ -7,9 +7,9 @@
  *
  * Objects live in per-type zones carved from one address range reserved at
  * load time and never unmapped.  Slots have a power-of-two size, so a handle
- * is checked with a subtraction, a shift, a mask and one load of the magic:
- * a pointer outside the zone of the expected type, misaligned in it, or to a
- * freed slot is refused.  Freed slots stay mapped and keep their type
+ * is checked with a subtraction, a rotation, one compare and one load of the
+ * magic: a pointer outside the zone of the expected type, misaligned in it,
+ * or to a freed slot is refused.  Freed slots stay mapped and keep their type
  * (type-stable, as SLAB_TYPESAFE_BY_RCU), and are reused in FIFO order so a
  * stale handle rarely meets a new object.
  */
@@ -86,7 +86,7 @@ struct zd_obj {
 struct zd_obj_zones {
 	uintptr_t base;
 	uint32_t slot_shift[ZD_OBJ_TYPE_COUNT];
-	_Atomic uintptr_t limit[ZD_OBJ_TYPE_COUNT];  /* zone offset never yet handed out */
+	_Atomic uintptr_t nslots[ZD_OBJ_TYPE_COUNT]; /* slots handed out so far */
 };
 
 extern struct zd_obj_zones zd_obj_zones;
@@ -121,15 +121,17 @@ static ZD_ALWAYS_INLINE unsigned zd_obj_slot_shift(enum zd_obj_type type)
  */
 static ZD_ALWAYS_INLINE void *zd_obj_get(const void *h, enum zd_obj_type type)
 {
-	/* Offset into @type's zone; a pointer below the zone wraps to a huge
-	 * value, so one unsigned compare with the zone's high-water mark
-	 * (never above the zone size) refuses every pointer outside it. */
+	/* Offset into @type's zone, rotated right by the slot size: the slot
+	 * index of an aligned pointer, and a huge value for a misaligned one
+	 * (its low bits rotate to the top) or one below the zone (it wraps),
+	 * so one unsigned compare with the slots handed out (never more than
+	 * the zone holds) refuses every pointer but a slot's start. */
+	const unsigned shift = zd_obj_slot_shift(type);
 	uintptr_t off = (uintptr_t)h - zd_obj_zones.base - ((uintptr_t)type << ZD_OBJ_ZONE_SHIFT);
+	uintptr_t idx = off >> shift | off << (sizeof(off) * 8 - shift);
 
-	if (ZD_UNLIKELY(off >= atomic_load_explicit(&zd_obj_zones.limit[type],
+	if (ZD_UNLIKELY(idx >= atomic_load_explicit(&zd_obj_zones.nslots[type],
 						    memory_order_relaxed)))
-		return NULL;
-	if (ZD_UNLIKELY(off & (((uintptr_t)1 << zd_obj_slot_shift(type)) - 1)))
 		return NULL;
 	struct zd_obj *o = (struct zd_obj *)h;
 	if (ZD_UNLIKELY(atomic_load_explicit(&o->magic, memory_order_acquire) !=
