@@ -312,7 +312,9 @@ DAT_RETURN zd_ep_set_watermark(DAT_EP_HANDLE h, DAT_COUNT soft, DAT_COUNT hard)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	if (hard != DAT_WATERMARK_INFINITE)
 		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
-	if (soft != DAT_WATERMARK_INFINITE && !ep->obj.ia->dev->rq_counts)
+	/* A soft watermark needs the device to count the EP's buffers (a NIC
+	 * does not say which EP took an SRQ buffer before it completes). */
+	if (soft != DAT_WATERMARK_INFINITE && ep_recv_held(ep) == DAT_VALUE_UNKNOWN)
 		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
 	/* dat_ep_query reports it; EP attributes never arm it (stock clients
 	 * zero them, which would read as a watermark of 0). */

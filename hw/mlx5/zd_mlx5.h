@@ -141,6 +141,7 @@ void zd_mlx5_qp_destroy(struct zd_ep *ep);
 DAT_RETURN zd_mlx5_srq_create(struct zd_srq *srq);
 DAT_RETURN zd_mlx5_srq_resize(struct zd_srq *srq, uint32_t depth);
 void zd_mlx5_srq_destroy(struct zd_srq *srq);
+void zd_mlx5_rq_counts(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail, DAT_COUNT *held);
 
 /* ---- zd_mlx5_post.c: the DAT posts ---- */
 DAT_RETURN zd_mlx5_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

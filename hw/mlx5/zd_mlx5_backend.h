@@ -173,6 +173,7 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 	.srq_create = zd_mlx5_srq_create,                 \
 	.srq_resize = zd_mlx5_srq_resize,                 \
 	.srq_destroy = zd_mlx5_srq_destroy,               \
+	.rq_counts = zd_mlx5_rq_counts,                   \
 	.post_send = zd_mlx5_post_send,                   \
 	.post_recv = zd_mlx5_post_recv,                   \
 	.post_rdma_write = zd_mlx5_post_rdma_write,       \

@@ -207,6 +207,13 @@ DAT_RETURN zd_mlx5_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLE
 		return DAT_ERROR(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
 	if (ZD_UNLIKELY(!zd_mlx5_rq_post(&qp->rq, iov, (uint32_t)n, cookie)))
 		return ZD_MLX5_SQ_FULL;
+	/* dat_ep_set_watermark armed: the receives now held (zd_mlx5_rq_counts) */
+	if (ZD_UNLIKELY(zd_ep_hwm_armed(ep))) {
+		DAT_COUNT avail, held = DAT_VALUE_UNKNOWN;
+
+		zd_mlx5_rq_counts(ep, NULL, &avail, &held);
+		zd_ep_soft_hwm_check(ep, held);
+	}
 	return DAT_SUCCESS;
 }
 

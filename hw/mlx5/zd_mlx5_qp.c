@@ -346,3 +346,35 @@ void zd_mlx5_srq_destroy(struct zd_srq *srq)
 	free(s);
 	srq->dev_priv = NULL;
 }
+
+/*
+ * Receive buffer counts (core/zd_device.h rq_counts).  An EP's own RQ:
+ * posted and not yet completed.  From an SRQ the NIC does not say which
+ * EP took a buffer, or when, until it completes: the EP's count, and the
+ * SRQ's buffers not yet taken, stay unknown; the SRQ's entries occupied
+ * (posted and not completed) are known.  Snapshots: the poster's counters
+ * are read racily.
+ */
+void zd_mlx5_rq_counts(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail, DAT_COUNT *held)
+{
+	(void)avail;
+	if (ep) {
+		struct zd_mlx5_qp *qp = ep->dev_priv;
+
+		if (qp && !qp->srq) {
+			/* completions first: they never pass the posts */
+			uint32_t done = atomic_load_explicit(&qp->rq.tail, memory_order_acquire);
+
+			*held = (DAT_COUNT)(__atomic_load_n(&qp->rq.head, __ATOMIC_RELAXED) - done);
+		}
+		return;
+	}
+	struct zd_mlx5_srq_obj *s = srq->dev_priv;
+
+	if (s) {
+		/* completions first: they never pass the posts */
+		uint32_t done = atomic_load_explicit(&s->q.free_tail, memory_order_acquire);
+
+		*held = (DAT_COUNT)(__atomic_load_n(&s->q.counter, __ATOMIC_RELAXED) - done);
+	}
+}

@@ -129,6 +129,17 @@ static int c_sendrecv(int fd, void *arg)
 	return 0;
 }
 
+/* dat_ep_recv_query's two counts, which must agree (buffers are taken in
+ * order); DAT_VALUE_UNKNOWN when the device cannot count. */
+static DAT_COUNT recv_held(DAT_EP_HANDLE ep)
+{
+	DAT_COUNT n = -2, span = -2;
+
+	CHK_RET(dat_ep_recv_query(ep, &n, &span), DAT_SUCCESS);
+	CHK(n == span);
+	return n;
+}
+
 static void sendrecv(int kind)
 {
 	struct peer p;
@@ -144,9 +155,13 @@ static void sendrecv(int kind)
 	post_recv(p.ep, 2, iov, 5);
 	iov[0] = seg(&p, 45000, 64);
 	post_recv(p.ep, 1, iov, 6);
+	/* dat_ep_recv_query: the receives posted and not yet completed */
+	CHK(recv_held(p.ep) == 2);
 	server_listen(&p, fd);
 	server_accept(&p, p.ep);
 	CHK(dto_wait(p.rcv, 10 * SEC, 5, &len) == DAT_DTO_SUCCESS);
+	/* 1, or 0 if the second message's CQE was polled with the first */
+	CHK(recv_held(p.ep) <= 1 && recv_held(p.ep) >= 0);
 	CHK(len == 30010);
 	for (int i = 0; i < 10; i++)
 		CHK(p.buf[i] == (uint8_t)(1 + i * 7));
@@ -155,6 +170,26 @@ static void sendrecv(int kind)
 	for (int i = 6; i < 30000; i++)
 		CHK(p.buf[100 + i - 6] == (uint8_t)(2 + i * 7));
 	CHK(dto_wait(p.rcv, 10 * SEC, 6, &len) == DAT_DTO_SUCCESS);
+	CHK(recv_held(p.ep) == 0);
+	/* counted: a soft watermark can be set, and fires once the EP holds
+	 * more receives than it (flushed at the end, never used) */
+	{
+		DAT_EVENT ev;
+
+		CHK_RET(dat_ep_set_watermark(p.ep, 1, DAT_WATERMARK_INFINITE), DAT_SUCCESS);
+		CHK(DAT_GET_TYPE(dat_evd_dequeue(p.n.async, &ev)) == DAT_QUEUE_EMPTY);
+		iov[0] = seg(&p, 60000, 64);
+		post_recv(p.ep, 1, iov, 20);
+		CHK(DAT_GET_TYPE(dat_evd_dequeue(p.n.async, &ev)) == DAT_QUEUE_EMPTY);
+		iov[0] = seg(&p, 60100, 64);
+		post_recv(p.ep, 1, iov, 21);
+		CHK_RET(dat_evd_dequeue(p.n.async, &ev), DAT_SUCCESS);
+		CHK(ev.event_number == DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR);
+		CHK(ev.event_data.asynch_error_event_data.dat_handle == p.ep);
+		CHK(ev.event_data.asynch_error_event_data.reason ==
+		    DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
+		CHK(recv_held(p.ep) == 2);
+	}
 	CHK(len == 8);
 	CHK(memcmp(p.buf + 45000, p.buf, 8) == 0);
 	fill(p.buf + 50000, 5000, 3);
@@ -375,6 +410,18 @@ Test(mlx5sim_dat, srq)
 		CHK_RET(dat_srq_post_recv(p.srq, 1, &iov, (DAT_DTO_COOKIE){ .as_64 = (uint64_t)i }),
 			DAT_SUCCESS);
 	}
+	/* dat_srq_query: 24 entries occupied; how many the NIC has already
+	 * taken for an EP it does not say, nor which EP took them. */
+	{
+		DAT_SRQ_PARAM sp;
+
+		CHK_RET(dat_srq_query(p.srq, DAT_SRQ_FIELD_ALL, &sp), DAT_SUCCESS);
+		CHK(sp.outstanding_dto_count == 24);
+		CHK(sp.available_dto_count == DAT_VALUE_UNKNOWN);
+		CHK(recv_held(p.ep) == DAT_VALUE_UNKNOWN);
+		CHK(DAT_GET_TYPE(dat_ep_set_watermark(p.ep, 4, DAT_WATERMARK_INFINITE)) ==
+		    DAT_MODEL_NOT_SUPPORTED);
+	}
 	/* 24 posted, 20 arrive: fewer than 6 left after the 19th. */
 	CHK_RET(dat_srq_set_lw(p.srq, 6), DAT_SUCCESS);
 	server_listen(&p, fd);
@@ -409,6 +456,7 @@ Test(mlx5sim_dat, srq)
 		CHK(DAT_GET_TYPE(dat_evd_dequeue(p.n.async, &ev)) == DAT_QUEUE_EMPTY);
 		CHK_RET(dat_srq_query(p.srq, DAT_SRQ_FIELD_ALL, &sp), DAT_SUCCESS);
 		CHK(sp.low_watermark == DAT_SRQ_LW_DEFAULT);
+		CHK(sp.outstanding_dto_count == 4);
 	}
 	msg_send(fd, 1);
 	CHK(reap(pid, 20000) == 0);
