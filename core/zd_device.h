@@ -102,6 +102,10 @@ struct zd_device_ops {
 	/* A completion queue feeding a DTO or RMR_BIND EVD (NULL: none). */
 	DAT_RETURN (*cq_create)(struct zd_evd *evd, uint32_t depth);
 	void (*cq_destroy)(struct zd_evd *evd);
+	/* dat_evd_resize to @depth events, before the EVD changes (optional:
+	 * NULL when the CQ holds any number): make the CQ hold what an EVD
+	 * of that size may owe it, or refuse (the EVD then stays as it was). */
+	DAT_RETURN (*cq_resize)(struct zd_evd *evd, uint32_t depth);
 	/* Data path: moves up to @budget completions into the EVD ring
 	 * (evd->ring, consumer side) and returns how many.
 	 * Callers: one thread at a time per EVD, and never both kinds for one

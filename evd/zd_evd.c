@@ -570,6 +570,7 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 {
 	struct zd_evd *evd;
 	struct zd_ring *fresh, *old;
+	DAT_RETURN ret;
 
 	EVD_GET_OR_RETURN(evd, evd_handle);
 	if (qlen <= 0 || qlen > evd->obj.ia->limits.max_evd_qlen)
@@ -578,6 +579,10 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	if (evd_count(evd) > (uint32_t)qlen)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
+	/* The device's CQ must hold what an EVD of this size may owe it. */
+	if (evd->cq_priv && evd->obj.ia->dev->cq_resize &&
+	    (ret = evd->obj.ia->dev->cq_resize(evd, (uint32_t)qlen)) != DAT_SUCCESS)
+		return ret;
 	/* Finish any earlier drain first so at most one old ring exists. */
 	if (evd->draining) {
 		fresh = zd_ring_create((uint32_t)qlen);

@@ -128,6 +128,7 @@ void zd_mlx5_sync_pollers(struct zd_mlx5_dev *dev);
 /* ---- zd_mlx5_cq.c: CQs, polling into DAT events, arming ---- */
 DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth);
 void zd_mlx5_cq_destroy(struct zd_evd *evd);
+DAT_RETURN zd_mlx5_cq_resize(struct zd_evd *evd, uint32_t depth);
 int zd_mlx5_cq_poll(struct zd_evd *evd, int budget);
 void zd_mlx5_cq_arm_op(struct zd_evd *evd);
 

@@ -161,6 +161,7 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 	.mr_deregister = zd_mlx5_mr_deregister,           \
 	.cq_create = zd_mlx5_cq_create,                   \
 	.cq_destroy = zd_mlx5_cq_destroy,                 \
+	.cq_resize = zd_mlx5_cq_resize,                   \
 	.cq_poll = zd_mlx5_cq_poll,                       \
 	.cq_poll_one = zd_mlx5_cq_poll_one,               \
 	.cq_arm = zd_mlx5_cq_arm_op,                      \

@@ -29,6 +29,14 @@
 #include "evd/zd_evd_entry.h"
 #include "hw/mlx5/zd_mlx5.h"
 
+/* CQEs a CQ feeding an EVD of @depth events needs.  Room beyond the EVD's
+ * events: CQEs that only free the SQ (moderation of suppressed DTOs) and
+ * completions waiting for room in a full EVD must never overrun the CQ. */
+static uint32_t cq_entries_for(uint32_t depth)
+{
+	return depth < (1u << 30) ? 2 * depth + 16 : depth;
+}
+
 DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth)
 {
 	struct zd_mlx5_dev *dev = evd->obj.ia->dev_priv;
@@ -46,8 +54,7 @@ DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth)
 	/* Room beyond the EVD's events: CQEs that only free the SQ
 	 * (moderation of suppressed DTOs) and completions waiting for room in
 	 * a full EVD must never overrun the CQ. */
-	ret = dev->be->cq_create(dev->bctx, depth < (1u << 30) ? 2 * depth + 16 : depth, cq,
-				 &cq->bcq, &d);
+	ret = dev->be->cq_create(dev->bctx, cq_entries_for(depth), cq, &cq->bcq, &d);
 	if (ret != DAT_SUCCESS) {
 		free(cq);
 		return ret;
@@ -64,6 +71,22 @@ DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth)
 	/* cq_poll marks solicited receives (the CQE's SE bit). */
 	evd->marks_solicited = 1;
 	evd->cq_priv = cq;
+	return DAT_SUCCESS;
+}
+
+/*
+ * dat_evd_resize: the CQ stays (a directly driven CQ cannot be resized
+ * under its poller: libmlx5's resize copies the unpolled CQEs from the
+ * consumer index it keeps, which ours bypasses); a depth its CQEs still
+ * cover is fine -- the size rounds up to a power of two, so an EVD may
+ * grow a little -- anything more is refused.
+ */
+DAT_RETURN zd_mlx5_cq_resize(struct zd_evd *evd, uint32_t depth)
+{
+	struct zd_mlx5_cq_obj *cq = evd->cq_priv;
+
+	if (cq && cq_entries_for(depth) > cq->q.cqe_cnt)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	return DAT_SUCCESS;
 }
 

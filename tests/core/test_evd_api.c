@@ -1,5 +1,6 @@
 /* The DAT EVD calls through libdat2: flags, post_se/dequeue/wait semantics,
  * thresholds and timeouts, overflow, resize, enable/disable, unwaitable. */
+#include <string.h>
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <time.h>
@@ -289,6 +290,40 @@ Test(evd_api, resize_keeps_order_and_refuses_too_small)
 		cr_assert_eq(dat_evd_dequeue(evd, &ev), DAT_SUCCESS, "event %lu", (unsigned long)i);
 		cr_assert_eq(se_val(&ev), i);
 	}
+	cr_assert_eq(DAT_GET_TYPE(dat_evd_dequeue(evd, &ev)), DAT_QUEUE_EMPTY);
+	cr_assert_eq(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
+
+/* A DTO EVD (the device's CQ behind it): shrinking and a little growth
+ * always work; a device whose CQ cannot follow (mlx5: a directly driven
+ * CQ keeps its size) refuses more, and the EVD stays as it was. */
+Test(evd_api, resize_dto_evd)
+{
+	DAT_EVD_HANDLE evd;
+	DAT_EVD_PARAM p;
+	DAT_EVENT ev, in;
+	DAT_RETURN ret;
+	bool fixed_cq = strcmp(zd_test_ia("zdapl-shm"), "zdapl-mlx5sim") == 0;
+
+	open_ia();
+	cr_assert_eq(dat_evd_create(ia, 64, DAT_HANDLE_NULL,
+				    DAT_EVD_DTO_FLAG | DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+	in = se(1);
+	cr_assert_eq(dat_evd_post_se(evd, &in), DAT_SUCCESS);
+	cr_assert_eq(dat_evd_resize(evd, 16), DAT_SUCCESS);
+	cr_assert_eq(dat_evd_resize(evd, 70), DAT_SUCCESS);
+	ret = dat_evd_resize(evd, 64 * 1024);
+	cr_assert_eq(dat_evd_query(evd, DAT_EVD_FIELD_ALL, &p), DAT_SUCCESS);
+	if (fixed_cq) {
+		cr_assert_eq(DAT_GET_TYPE(ret), DAT_INSUFFICIENT_RESOURCES);
+		cr_assert_eq(p.evd_qlen, 70);
+	} else {
+		cr_assert_eq(ret, DAT_SUCCESS);
+		cr_assert_eq(p.evd_qlen, 64 * 1024);
+	}
+	/* the event survived every resize, failed or not */
+	cr_assert_eq(dat_evd_dequeue(evd, &ev), DAT_SUCCESS);
+	cr_assert_eq(se_val(&ev), 1);
 	cr_assert_eq(DAT_GET_TYPE(dat_evd_dequeue(evd, &ev)), DAT_QUEUE_EMPTY);
 	cr_assert_eq(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
