@@ -38,7 +38,7 @@ static inline void pollenv_init(struct pollenv *p, uint32_t cqes, uint32_t ring_
 	p->cq = alloc64(sizeof(*p->cq));
 	p->qp = alloc64(sizeof(*p->qp));
 	p->evd = calloc(1, sizeof(*p->evd));
-	p->ep = calloc(1, sizeof(*p->ep));
+	p->ep = test_ep_new();
 	p->rqbuf = alloc64((size_t)rq_wqes * 64);
 	cr_assert(p->dev && p->cq && p->qp && p->evd && p->ep && p->rqbuf);
 	memset(p->cq, 0, sizeof(*p->cq));

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/zd_ep.h"
 #include "hw/mlx5/zd_mlx5_cq.h"
 #include "hw/mlx5/zd_mlx5_rq.h"
 #include "hw/mlx5/zd_mlx5_sq.h"
@@ -265,6 +266,17 @@ static inline struct mlx5_cqe64 *hw_cqe(struct cqenv *e, uint8_t opcode, uint32_
 			 __ATOMIC_RELEASE);
 	e->hw_pi++;
 	return c;
+}
+
+/* An EP as dat_ep_create leaves it for the device: zeroed, no watermark
+ * armed (the glue's post_recv checks it). */
+static inline struct zd_ep *test_ep_new(void)
+{
+	struct zd_ep *ep = calloc(1, sizeof(*ep));
+
+	cr_assert(ep);
+	atomic_store(&ep->soft_hwm, DAT_WATERMARK_INFINITE);
+	return ep;
 }
 
 #endif

@@ -58,7 +58,7 @@ static void fast_vs_general(uint8_t opcode, uint32_t max_inline, uint32_t bf_siz
 {
 	struct sqenv a, b;
 	struct zd_mlx5_qp *qp = alloc64(sizeof(*qp));
-	struct zd_ep *ep = calloc(1, sizeof(*ep));
+	struct zd_ep *ep = test_ep_new();
 	DAT_RMR_TRIPLET r = { .virtual_address = 0x1122334455667788ull, .rmr_context = 0xa1b2c3 };
 	bool rdma = opcode == MLX5_OPCODE_RDMA_WRITE;
 	DAT_DTOS op = rdma ? DAT_DTO_RDMA_WRITE : DAT_DTO_SEND;
@@ -158,7 +158,7 @@ Test(mlx5, fast_post_full_sq_refused)
 {
 	struct sqenv e;
 	struct zd_mlx5_qp *qp = alloc64(sizeof(*qp));
-	struct zd_ep *ep = calloc(1, sizeof(*ep));
+	struct zd_ep *ep = test_ep_new();
 	DAT_RMR_TRIPLET r = { .virtual_address = 0x9000, .rmr_context = 3 };
 	DAT_LMR_TRIPLET iov = seg_at(data, 8, 1);
 	uint8_t snap[4 * 64];

@@ -167,7 +167,7 @@ Test(mlx5, poll_srq_receives_by_wqe_index)
 	struct zd_mlx5_qp *qp = alloc64(sizeof(*qp));
 	struct zd_mlx5_srq_obj *so = alloc64(sizeof(*so));
 	struct zd_evd *evd = calloc(1, sizeof(*evd));
-	struct zd_ep *ep = calloc(1, sizeof(*ep));
+	struct zd_ep *ep = test_ep_new();
 	struct zd_srq *srq = calloc(1, sizeof(*srq));
 	struct zd_mlx5_qp **l2 = calloc(ZD_MLX5_QPT_ENTRIES, sizeof(*l2));
 	uint32_t order[] = { 3, 1, 0, 2 };

@@ -330,7 +330,7 @@ Test(mlx5, dat_posts_build_the_same_wqes)
 {
 	struct sqenv e;
 	struct zd_mlx5_qp *qp = alloc64(sizeof(*qp));
-	struct zd_ep *ep = calloc(1, sizeof(*ep));
+	struct zd_ep *ep = test_ep_new();
 	DAT_LMR_TRIPLET big[2];
 	DAT_RMR_TRIPLET r = { .virtual_address = 0x5000, .segment_length = 64, .rmr_context = 0x77 };
 	DAT_DTO_COOKIE c = { .as_64 = 5 };
