@@ -50,6 +50,8 @@ struct zd_mlx5_pd {
 	void *bpd;
 };
 
+struct zd_mlx5_reg;
+
 struct zd_mlx5_dev {
 	struct zd_ia *ia;
 	const struct zd_mlx5_backend *be;
@@ -60,6 +62,8 @@ struct zd_mlx5_dev {
 	pthread_mutex_t lock;          /* control path: lists, table writes */
 	struct zd_mlx5_pd *pds;
 	struct zd_mlx5_cq_obj *cqs;
+	pthread_mutex_t reg_lock;      /* the registration cache (zd_mlx5_mr.c) */
+	struct zd_mlx5_reg *regs;
 	bool membarrier;               /* asymmetric fences available */
 	/* completion event thread (started by the first cq_arm) */
 	pthread_t waker;

@@ -1,7 +1,7 @@
 /*
  * The mlx5 device glue: IA open/close over a backend, limits, PZ -> PD,
- * memory registration, and the thread that turns completion events into
- * EVD wake-ups.  (zd_mlx5.h describes the design.)
+ * and the thread that turns completion events into EVD wake-ups (memory
+ * registration: zd_mlx5_mr.c).  (zd_mlx5.h describes the design.)
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -57,9 +57,11 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 	dev->ia = ia;
 	dev->be = be;
 	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->reg_lock, NULL);
 	ret = be->open(p, &dev->bctx, &dev->caps, &ia->addr);
 	if (ret != DAT_SUCCESS) {
 		pthread_mutex_destroy(&dev->lock);
+		pthread_mutex_destroy(&dev->reg_lock);
 		free(dev);
 		return ret;
 	}
@@ -101,6 +103,7 @@ void zd_mlx5_ia_close(struct zd_ia *ia)
 	for (uint32_t i = 0; i < ZD_MLX5_QPT_ENTRIES; i++)
 		free(atomic_load(&dev->qpt[i]));
 	pthread_mutex_destroy(&dev->lock);
+	pthread_mutex_destroy(&dev->reg_lock);
 	free(dev);
 	ia->dev_priv = NULL;
 }
@@ -159,74 +162,6 @@ void *zd_mlx5_pd_of(struct zd_mlx5_dev *dev, const struct zd_pz *pz)
 		}
 	pthread_mutex_unlock(&dev->lock);
 	return bpd;
-}
-
-/* ---- memory registration ---- */
-
-/* The device's keys replace core's in the LMR and in the IA's key table
- * (core looks LMRs up by the context the consumer holds); core's keys stay
- * reserved in its generator and come back at deregistration, so core
- * releases exactly what it assigned. */
-struct zd_mlx5_mr {
-	void *bmr;
-	uint32_t core_lkey, core_rkey;
-	bool in_table_l, in_table_r;
-};
-
-DAT_RETURN zd_mlx5_mr_register(struct zd_ia *ia, struct zd_lmr *lmr)
-{
-	struct zd_mlx5_dev *dev = ia->dev_priv;
-	struct zd_mlx5_mr *mr = calloc(1, sizeof(*mr));
-	uint32_t lkey, rkey;
-	void *bpd = zd_mlx5_pd_of(dev, lmr->pz);
-	DAT_RETURN ret;
-
-	if (!mr)
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	if (!bpd) {
-		free(mr);
-		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
-	}
-	ret = dev->be->mr_reg(dev->bctx, bpd, lmr->addr, lmr->length, lmr->priv, &mr->bmr,
-			      &lkey, &rkey);
-	if (ret != DAT_SUCCESS) {
-		free(mr);
-		return ret;
-	}
-	mr->core_lkey = lmr->lkey;
-	mr->core_rkey = lmr->rkey;
-	zd_keytab_remove(ia->keys, lmr->lkey, NULL);
-	if (lmr->rkey != lmr->lkey)
-		zd_keytab_remove(ia->keys, lmr->rkey, NULL);
-	/* A device key equal to a live core key (an RMR's) stays unlisted. */
-	mr->in_table_l = zd_keytab_insert(ia->keys, lkey, &lmr->obj) == 0;
-	mr->in_table_r = rkey != lkey && zd_keytab_insert(ia->keys, rkey, &lmr->obj) == 0;
-	lmr->lkey = lkey;
-	lmr->rkey = rkey;
-	lmr->dev_priv = mr;
-	return DAT_SUCCESS;
-}
-
-void zd_mlx5_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
-{
-	struct zd_mlx5_dev *dev = ia->dev_priv;
-	struct zd_mlx5_mr *mr = lmr->dev_priv;
-
-	if (!mr)
-		return;
-	if (mr->in_table_l)
-		zd_keytab_remove(ia->keys, lmr->lkey, NULL);
-	if (mr->in_table_r)
-		zd_keytab_remove(ia->keys, lmr->rkey, NULL);
-	dev->be->mr_dereg(dev->bctx, mr->bmr);
-	/* Back to core's keys for zd_keys_remove. */
-	zd_keytab_insert(ia->keys, mr->core_lkey, &lmr->obj);
-	if (mr->core_rkey != mr->core_lkey)
-		zd_keytab_insert(ia->keys, mr->core_rkey, &lmr->obj);
-	lmr->lkey = mr->core_lkey;
-	lmr->rkey = mr->core_rkey;
-	lmr->dev_priv = NULL;
-	free(mr);
 }
 
 /* ---- QP lifetime against pollers (zd_mlx5.h) ---- */

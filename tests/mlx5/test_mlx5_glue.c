@@ -318,6 +318,60 @@ Test(mlx5, glue_mr_keys_are_the_devices)
 	world_close(&w);
 }
 
+/* An LMR of @w's PZ over [addr, addr + len) with @priv, registered. */
+static void lmr_reg(struct world *w, struct zd_lmr *l, void *addr, size_t len,
+		    DAT_MEM_PRIV_FLAGS priv)
+{
+	memset(l, 0, sizeof(*l));
+	l->obj.ia = &w->ia;
+	l->pz = &w->pz;
+	l->addr = (uintptr_t)addr;
+	l->length = len;
+	l->priv = priv;
+	cr_assert_eq(zd_keys_assign(&w->ia, &l->obj, &l->lkey, &l->rkey), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_mr_register(&w->ia, l), DAT_SUCCESS);
+}
+
+static void lmr_dereg(struct world *w, struct zd_lmr *l)
+{
+	zd_mlx5_mr_deregister(&w->ia, l);
+	zd_keys_remove(&w->ia, l->lkey, l->rkey);
+}
+
+/* The registration cache: the same range, PZ and privileges share one
+ * backend MR and its keys until the last LMR goes; anything else differs. */
+Test(mlx5, glue_registration_cache)
+{
+	struct world w;
+	struct zd_lmr a, b, c, d;
+
+	world_open(&w);
+	lmr_reg(&w, &a, w.mem, 1024, DAT_MEM_PRIV_ALL_FLAG);
+	lmr_reg(&w, &b, w.mem, 1024, DAT_MEM_PRIV_ALL_FLAG);
+	cr_assert_eq(m.mrs, 1, "a second registration of the range is a cache hit");
+	cr_assert_eq(b.lkey, a.lkey);
+	cr_assert_eq(b.rkey, a.rkey);
+	/* another length, other privileges: registrations of their own */
+	lmr_reg(&w, &c, w.mem, 512, DAT_MEM_PRIV_ALL_FLAG);
+	lmr_reg(&w, &d, w.mem, 1024, DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG);
+	cr_assert_eq(m.mrs, 3);
+	cr_assert_neq(c.lkey, a.lkey);
+	cr_assert_neq(d.rkey, a.rkey);
+	/* the shared keys name a live LMR of the range through every free */
+	cr_assert_eq(key_owner(&w, a.lkey), &a.obj);
+	lmr_dereg(&w, &a);
+	cr_assert_eq(m.mrs, 3, "b still uses the MR");
+	cr_assert_eq(key_owner(&w, b.lkey), &b.obj);
+	cr_assert_eq(key_owner(&w, b.rkey), &b.obj);
+	lmr_dereg(&w, &b);
+	cr_assert_eq(m.mrs, 2, "the last LMR of the range took its MR");
+	cr_assert_null(key_owner(&w, b.lkey));
+	lmr_dereg(&w, &c);
+	lmr_dereg(&w, &d);
+	cr_assert_eq(m.mrs, 0);
+	world_close(&w);
+}
+
 Test(mlx5, glue_post_poll_end_to_end)
 {
 	struct world w;

@@ -622,3 +622,42 @@ Test(mlx5sim_dat, flush_on_ep_free)
 		CHK(dto_wait(p.rcv, 5 * SEC, (uint64_t)(40 + i), NULL) == DAT_DTO_ERR_FLUSHED);
 	peer_close(&p);
 }
+
+/* ---- the registration cache, through libdat2 ---- */
+
+Test(mlx5sim_dat, registration_cache)
+{
+	static uint8_t buf[8192] __attribute__((aligned(4096)));
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+	DAT_PZ_HANDLE pz;
+	DAT_LMR_HANDLE a, b, c;
+	DAT_LMR_CONTEXT la, lb, lc;
+	DAT_RMR_CONTEXT ra, rb, rc;
+	DAT_VLEN rlen;
+	DAT_VADDR raddr;
+	DAT_REGION_DESCRIPTION r = { .for_va = buf };
+	DAT_LMR_TRIPLET seg = { .virtual_address = (uintptr_t)buf + 100, .segment_length = 64 };
+
+	CHK_RET(dat_ia_open(IA, 8, &async, &ia), DAT_SUCCESS);
+	CHK_RET(dat_pz_create(ia, &pz), DAT_SUCCESS);
+	CHK_RET(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
+			       DAT_VA_TYPE_VA, &a, &la, &ra, &rlen, &raddr), DAT_SUCCESS);
+	CHK_RET(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
+			       DAT_VA_TYPE_VA, &b, &lb, &rb, &rlen, &raddr), DAT_SUCCESS);
+	/* the same range, PZ and rights: one registration, one pair of keys */
+	CHK(la == lb && ra == rb);
+	/* other rights: a registration of its own */
+	CHK_RET(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, sizeof(buf), pz,
+			       DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+			       DAT_VA_TYPE_VA, &c, &lc, &rc, &rlen, &raddr), DAT_SUCCESS);
+	CHK(lc != la);
+	/* the keys outlive the first LMR: the second still names its range */
+	CHK_RET(dat_lmr_free(a), DAT_SUCCESS);
+	seg.lmr_context = lb;
+	CHK_RET(dat_lmr_sync_rdma_write(ia, &seg, 1), DAT_SUCCESS);
+	CHK_RET(dat_lmr_free(b), DAT_SUCCESS);
+	CHK(DAT_GET_TYPE(dat_lmr_sync_rdma_write(ia, &seg, 1)) != DAT_SUCCESS);
+	CHK_RET(dat_lmr_free(c), DAT_SUCCESS);
+	CHK_RET(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
