@@ -56,6 +56,10 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_evd_dequeue_entry(DAT_EVD_HANDLE h, DAT_EV
 		if (poll_first) {
 			if (ZD_LIKELY(zd_evd_poll_ok(evd)))
 				return poll_first(evd, event);
+			/* No CQ of its own to poll (a connection EVD, or a
+			 * pinned poller's): the ring, as core's does. */
+			if (zd_ring_dequeue(evd->ring, event))
+				return DAT_SUCCESS;
 		} else {
 			if (ZD_LIKELY(zd_ring_dequeue(evd->ring, event)))
 				return DAT_SUCCESS;
