@@ -100,10 +100,23 @@ struct zd_mlx5_qp {
 	struct zd_mlx5_dev *dev;
 	void *bqp;
 	_Atomic int flushed;           /* qp_flush ran since create/reset */
+	/* The last local range an inline post was checked against (poster
+	 * only; zd_mlx5_post.c): its lkey, [base, end) and zd_mlx5_reg_gen
+	 * then. */
+	struct {
+		uint32_t lkey, gen;
+		uint64_t base, end;
+	} inl_memo;
 	/* Earlier incarnations of this EP's QP (qp_reset), kept listed until
 	 * their flush completions are reaped, so none is lost. */
 	struct zd_mlx5_qp *older;
 };
+
+/* zd_mlx5_mr.c: bumped by every deregistration on any mlx5 device (they
+ * are rare; one word is one load for the post): a QP's inline-source memo
+ * of an older generation is stale (zd_mlx5_post.c).  Starts at 1: a
+ * zeroed memo is never current. */
+extern _Atomic uint32_t zd_mlx5_reg_gen;
 
 /* QP of @qpn, or NULL (caller inside a counted pass of its CQ). */
 static ZD_ALWAYS_INLINE struct zd_mlx5_qp *zd_mlx5_qp_lookup(struct zd_mlx5_dev *dev, uint32_t qpn)

@@ -25,6 +25,8 @@
 #include "hw/mlx5/zd_mlx5.h"
 #include "mem/zd_keytab.h"
 
+_Atomic uint32_t zd_mlx5_reg_gen = 1;
+
 /* One backend MR, shared by the LMRs of one exact registration. */
 struct zd_mlx5_reg {
 	struct zd_mlx5_reg *next;      /* dev->regs */
@@ -162,6 +164,8 @@ void zd_mlx5_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
 		key_pass_on(ia, reg, reg->lkey, false);
 	if (mr->in_table_r)
 		key_pass_on(ia, reg, reg->rkey, true);
+	/* Inline posts checked their source against it: check again. */
+	atomic_fetch_add_explicit(&zd_mlx5_reg_gen, 1, memory_order_release);
 	if (!reg->users) {
 		reg_unlink(dev, reg);
 		dev->be->mr_dereg(dev->bctx, reg->bmr);

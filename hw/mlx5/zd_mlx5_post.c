@@ -14,9 +14,68 @@
 #include "core/zd_dto_entry.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
+#include "core/zd_mem_objs.h"
 #include "hw/mlx5/zd_mlx5.h"
+#include "mem/zd_keytab.h"
 
 #define ZD_MLX5_SQ_FULL DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)
+
+/*
+ * Inline data is copied by the CPU, so no NIC checks its lmr_context: the
+ * post does, as the NIC would for a data segment (a live LMR of the EP's
+ * PZ whose lkey it is, the segment inside it), so that a bad context
+ * completes DAT_DTO_ERR_LOCAL_PROTECTION as DAT says -- the WQE then
+ * carries a data segment and the NIC reports it -- and a bad address is
+ * never read.  A latency loop posts from one LMR: the last range checked
+ * is remembered per QP (qp->inl_memo) until a deregistration
+ * (zd_mlx5_reg_gen).
+ */
+static __attribute__((noinline)) bool inl_src_check(struct zd_mlx5_qp *qp,
+						   const DAT_LMR_TRIPLET *s)
+{
+	struct zd_ep *ep = qp->ep;
+	/* acquire: pairs with the deregistration's bump; an LMR found live
+	 * below was registered in this generation or before. */
+	uint32_t gen = atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_acquire);
+	const struct zd_lmr *lmr;
+	bool ok = false;
+
+	zd_keytab_read_lock();
+	lmr = zd_keytab_lookup(ep->obj.ia->keys, s->lmr_context);
+	if (lmr && zd_obj_get(lmr, ZD_OBJ_LMR) && lmr->lkey == s->lmr_context &&
+	    lmr->pz == ep->pz && s->virtual_address >= lmr->addr &&
+	    s->segment_length <= lmr->length &&
+	    s->virtual_address - lmr->addr <= lmr->length - s->segment_length) {
+		qp->inl_memo.lkey = s->lmr_context;
+		qp->inl_memo.gen = gen;
+		qp->inl_memo.base = lmr->addr;
+		qp->inl_memo.end = lmr->addr + lmr->length;
+		ok = true;
+	}
+	zd_keytab_read_unlock();
+	return ok;
+}
+
+static ZD_ALWAYS_INLINE bool inl_src_ok(struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
+{
+	if (ZD_LIKELY(s->lmr_context == qp->inl_memo.lkey) &&
+	    ZD_LIKELY(qp->inl_memo.gen ==
+		      atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_relaxed)) &&
+	    ZD_LIKELY(s->virtual_address >= qp->inl_memo.base) &&
+	    ZD_LIKELY(s->segment_length <= qp->inl_memo.end - s->virtual_address))
+		return true;
+	return inl_src_check(qp, s);
+}
+
+/* Every segment of a multi-segment inline post (zero-length ones are
+ * skipped by the builder). */
+static bool inl_srcs_ok(struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *iov, DAT_COUNT n)
+{
+	for (DAT_COUNT i = 0; i < n; i++)
+		if (iov[i].segment_length && !inl_src_ok(qp, &iov[i]))
+			return false;
+	return true;
+}
 
 /* Sum of the segment lengths; false above the device's message size. */
 static ZD_ALWAYS_INLINE bool iov_total(const DAT_LMR_TRIPLET *iov, DAT_COUNT n, uint32_t max,
@@ -51,8 +110,10 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_sq(struct zd_ep *ep, uint8_t opcode, DAT
 	w.remote = remote;
 	w.swap_add = 0;
 	w.compare = 0;
-	/* Reads land in local memory: never inline. */
-	w.inl = opcode != MLX5_OPCODE_RDMA_READ && total <= qp->sq.max_inline && n > 0;
+	/* Reads land in local memory: never inline.  A source that fails
+	 * the check goes as data segments, for the NIC to report. */
+	w.inl = opcode != MLX5_OPCODE_RDMA_READ && total <= qp->sq.max_inline && n > 0 &&
+		inl_srcs_ok(qp, iov, n);
 	if (ZD_UNLIKELY(!zd_mlx5_sq_post(&qp->sq, &w, iov, (uint32_t)n, total, cookie, op,
 					 zd_mlx5_wants_event(flags, qp->req_flags))))
 		return ZD_MLX5_SQ_FULL;
@@ -133,7 +194,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_send(struct zd_ep *ep, DAT_COUNT n,
 {
 	struct zd_mlx5_qp *qp = ep->dev_priv;
 
-	if (inl1_ok(n, iov, qp->sq.inl1_send)) {
+	if (inl1_ok(n, iov, qp->sq.inl1_send) && inl_src_ok(qp, iov)) {
 		if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG))
 			return post_inl1(qp, MLX5_OPCODE_SEND, DAT_DTO_SEND, iov, cookie, false,
 					 NULL, 0, true);
@@ -150,7 +211,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma_write(struct zd_ep *ep, DAT_COUNT n
 {
 	struct zd_mlx5_qp *qp = ep->dev_priv;
 
-	if (inl1_ok(n, iov, qp->sq.inl1_rdma)) {
+	if (inl1_ok(n, iov, qp->sq.inl1_rdma) && inl_src_ok(qp, iov)) {
 		/* core checked @remote (DAT_INVALID_ARG5 when NULL) */
 		if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG))
 			return post_inl1(qp, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, iov,

@@ -288,9 +288,21 @@ int main(int argc, char **argv)
 	atomic_store(&ep->state, DAT_EP_STATE_CONNECTED);
 
 	static uint64_t src __attribute__((aligned(64))), dst __attribute__((aligned(64)));
+	/* The source registered, as a consumer's is (the post checks an
+	 * inline source against its LMR). */
+	DAT_LMR_HANDLE src_lmr;
+	DAT_LMR_CONTEXT src_lkey;
+	DAT_RMR_CONTEXT src_rkey;
+	DAT_VLEN reg_len;
+	DAT_VADDR reg_addr;
+
+	CHECK(zd_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, (DAT_REGION_DESCRIPTION){ .for_va = &src },
+			    sizeof(src), pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &src_lmr,
+			    &src_lkey, &src_rkey, &reg_len, &reg_addr));
+
 	struct bench b = {
 		.ep_h = ep_h, .evd_h = req_evd, .ep = ep, .evd = evd, .dev = ep->obj.ia->dev,
-		.l = { .lmr_context = 0x7000, .virtual_address = (uintptr_t)&src,
+		.l = { .lmr_context = src_lkey, .virtual_address = (uintptr_t)&src,
 		       .segment_length = sizeof(src) },
 		.r = { .rmr_context = 0x7001, .virtual_address = (uintptr_t)&dst,
 		       .segment_length = sizeof(dst) },

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/zd_ep.h"
+#include "hw/mlx5/zd_mlx5.h"
 #include "hw/mlx5/zd_mlx5_cq.h"
 #include "hw/mlx5/zd_mlx5_rq.h"
 #include "hw/mlx5/zd_mlx5_sq.h"
@@ -277,6 +278,17 @@ static inline struct zd_ep *test_ep_new(void)
 	cr_assert(ep);
 	atomic_store(&ep->soft_hwm, DAT_WATERMARK_INFINITE);
 	return ep;
+}
+
+/* These tests post from plain memory under made-up lkeys: mark @lkey's
+ * inline sources as checked, as zd_mlx5_post.c's memo does for a
+ * registered LMR (it would look the key up in an IA these QPs lack). */
+static inline void test_trust_lkey(struct zd_mlx5_qp *qp, uint32_t lkey)
+{
+	qp->inl_memo.lkey = lkey;
+	qp->inl_memo.gen = atomic_load(&zd_mlx5_reg_gen);
+	qp->inl_memo.base = 0;
+	qp->inl_memo.end = UINT64_MAX;
 }
 
 #endif

@@ -75,6 +75,7 @@ static void fast_vs_general(uint8_t opcode, uint32_t max_inline, uint32_t bf_siz
 	qp->ep = ep;
 	qp->max_msg = 1u << 30;
 	ep->dev_priv = qp;
+	test_trust_lkey(qp, 0x4242);
 
 	for (size_t f = 0; f < ZD_ARRAY_SIZE(flagsets); f++) {
 		qp->req_flags = flagsets[f].ep;
@@ -171,6 +172,7 @@ Test(mlx5, fast_post_full_sq_refused)
 	qp->ep = ep;
 	qp->max_msg = 1u << 30;
 	ep->dev_priv = qp;
+	test_trust_lkey(qp, 1);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(zd_mlx5_post_rdma_write(ep, 1, &iov, (DAT_DTO_COOKIE){ .as_64 = 1 },
 						     &r, 0), DAT_SUCCESS);
@@ -219,6 +221,7 @@ static void mixed_round(int budget, int slow_first)
 	int got = 0;
 
 	pollenv_init(&p, 8, 64, 64, 8);
+	test_trust_lkey(p.qp, 7);
 	for (int round = 0; round < 5; round++) {
 		uint16_t base = (uint16_t)p.qp->sq.pi;
 

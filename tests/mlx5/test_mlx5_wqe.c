@@ -359,6 +359,7 @@ Test(mlx5, dat_posts_build_the_same_wqes)
 		s.iov[0] = seg(data_a, 24, 0x31);
 		s.inl = 1;
 		s.fm_ce_se = expect_fm(s.opcode, flagsets[f].f, flagsets[f].ep);
+		test_trust_lkey(qp, 0x31);
 		cr_assert_eq(zd_mlx5_post_send(ep, 1, s.iov, c, flagsets[f].f), DAT_SUCCESS);
 		ref_post(&e, &s);
 		/* write of 200 bytes: data segment */
