@@ -136,7 +136,7 @@ static struct zd_evd *cno_ready_evd(struct zd_cno *cno)
 
 	pthread_mutex_lock(&cno->lock);
 	for (struct zd_evd *e = cno->evds; e && !found; e = e->cno_next) {
-		if (!atomic_load(&e->enabled) || atomic_load(&e->waiting))
+		if (!atomic_load(&e->enabled) || zd_evd_has_waiter(e, memory_order_seq_cst))
 			continue;
 		zd_evd_progress(e);
 		if (zd_evd_ready(e))

@@ -41,7 +41,7 @@ void zd_evd_wake_cno(struct zd_evd *evd, struct zd_cno *cno)
 {
 	/* A CNO is triggered only by an enabled EVD nobody waits on directly. */
 	if (atomic_load_explicit(&evd->enabled, memory_order_relaxed) &&
-	    !atomic_load_explicit(&evd->waiting, memory_order_relaxed))
+	    !zd_evd_has_waiter(evd, memory_order_relaxed))
 		zd_cno_trigger_from(cno, evd);
 }
 
@@ -69,7 +69,7 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 
 	rcu_read_lock();
 	ring = rcu_dereference(evd->ring);
-	if (ZD_LIKELY(!atomic_load_explicit(&evd->spilling, memory_order_acquire)))
+	if (ZD_LIKELY(!zd_evd_spilling(evd, memory_order_acquire)))
 		ok = zd_ring_enqueue(ring, ev);
 	rcu_read_unlock();
 
@@ -81,7 +81,7 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 			pthread_mutex_unlock(&evd->spill_lock);
 			return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 		}
-		atomic_store_explicit(&evd->spilling, 1, memory_order_release);
+		zd_evd_state_set(evd, ZD_EVD_ST_SPILL, true, memory_order_release);
 		first_overflow = !atomic_exchange(&evd->overflowed, 1);
 		pthread_mutex_unlock(&evd->spill_lock);
 		if (first_overflow && !(evd->flags & DAT_EVD_ASYNC_FLAG))
@@ -141,12 +141,12 @@ static bool evd_take(struct zd_evd *evd, DAT_EVENT *out)
 		if (zd_ring_dequeue(evd->draining, out))
 			return true;
 		zd_ring_destroy(evd->draining);
-		evd->draining = NULL;
+		zd_evd_set_draining(evd, NULL);
 	}
 	ring = evd->ring;
 	if (ZD_LIKELY(zd_ring_dequeue(ring, out)))
 		return true;
-	if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire))) {
+	if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_acquire))) {
 		struct zd_spill *s;
 		bool got = false;
 
@@ -160,7 +160,8 @@ static bool evd_take(struct zd_evd *evd, DAT_EVENT *out)
 			evd->spill_head = s->next;
 			if (!evd->spill_head) {
 				evd->spill_tail = NULL;
-				atomic_store_explicit(&evd->spilling, 0, memory_order_release);
+				zd_evd_state_set(evd, ZD_EVD_ST_SPILL, false,
+						 memory_order_release);
 			}
 			free(s);
 			got = true;
@@ -180,7 +181,7 @@ static uint32_t evd_ready_upto(struct zd_evd *evd, unsigned limit)
 
 	if (evd->draining)
 		n += zd_ring_ready(evd->draining, limit);
-	if (atomic_load_explicit(&evd->spilling, memory_order_acquire)) {
+	if (zd_evd_spilling(evd, memory_order_acquire)) {
 		pthread_mutex_lock(&evd->spill_lock);
 		for (struct zd_spill *s = evd->spill_head; s; s = s->next)
 			n++;
@@ -215,7 +216,7 @@ static bool evd_notify_ready(struct zd_evd *evd)
 			return true;
 		evd->quiet_upto = pos + 1;
 	}
-	if (atomic_load_explicit(&evd->spilling, memory_order_acquire)) {
+	if (zd_evd_spilling(evd, memory_order_acquire)) {
 		pthread_mutex_lock(&evd->spill_lock);
 		for (struct zd_spill *s = evd->spill_head; s && !found; s = s->next)
 			found = zd_evd_ev_notifies(&s->ev, marks);
@@ -240,7 +241,7 @@ static uint32_t evd_count(struct zd_evd *evd)
 
 	if (evd->draining)
 		n += zd_ring_count(evd->draining);
-	return n + (atomic_load_explicit(&evd->spilling, memory_order_acquire) ? 1 : 0);
+	return n + (zd_evd_spilling(evd, memory_order_acquire) ? 1 : 0);
 }
 
 DAT_RETURN zd_evd_take(struct zd_evd *evd, DAT_EVENT *out)
@@ -258,7 +259,7 @@ __attribute__((noinline)) DAT_RETURN zd_evd_dequeue_checked(DAT_EVD_HANDLE evd_h
 	EVD_GET_OR_RETURN(evd, evd_handle);
 	if (ZD_UNLIKELY(!event))
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	if (ZD_UNLIKELY(atomic_load_explicit(&evd->waiting, memory_order_relaxed)))
+	if (ZD_UNLIKELY(zd_evd_has_waiter(evd, memory_order_relaxed)))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	if (evd_take(evd, event))
 		return DAT_SUCCESS;
@@ -309,7 +310,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 	sol = atomic_load_explicit(&evd->solicited_eps, memory_order_relaxed) > 0;
 	if (sol && threshold != 1)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
-	if (atomic_exchange(&evd->waiting, 1))
+	if (atomic_fetch_or(&evd->state, ZD_EVD_ST_WAITER) & ZD_EVD_ST_WAITER)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 
 	if (timeout != DAT_TIMEOUT_INFINITE)
@@ -355,7 +356,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 	}
 	*nmore = (DAT_COUNT)(ret == DAT_SUCCESS ? evd_count(evd)
 						 : evd_ready_upto(evd, (unsigned)evd->qlen));
-	atomic_store(&evd->waiting, 0);
+	atomic_fetch_and(&evd->state, ~ZD_EVD_ST_WAITER);
 	return ret;
 }
 
@@ -399,6 +400,7 @@ DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 	pthread_mutex_init(&evd->spill_lock, NULL);
 	atomic_store(&evd->enabled, 1);
 	atomic_store(&evd->waitable, 1);
+	zd_evd_set_poll_one(evd, NULL);
 
 	if ((flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG)) && ia->dev->cq_create) {
 		ret = ia->dev->cq_create(evd, (uint32_t)qlen);
@@ -406,7 +408,7 @@ DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 			goto err_ring;
 		evd->dev_poll = ia->dev->cq_poll;
 		evd->cq_poll = ia->dev->cq_poll;
-		evd->cq_poll_one = ia->dev->cq_poll_one;
+		zd_evd_set_poll_one(evd, ia->dev->cq_poll_one);
 		/* Pinned pollers: from here the poller alone polls the CQ. */
 		if (zd_pollers_on())
 			zd_poller_add(evd);
@@ -464,7 +466,7 @@ DAT_RETURN zd_evd_free(DAT_EVD_HANDLE evd_handle)
 	EVD_GET_OR_RETURN(evd, evd_handle);
 	if (zd_obj_in_use(evd))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
-	if (atomic_load(&evd->waiting))
+	if (zd_evd_has_waiter(evd, memory_order_seq_cst))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	zd_evd_destroy(&evd->obj);
 	return DAT_SUCCESS;
@@ -575,7 +577,7 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 	EVD_GET_OR_RETURN(evd, evd_handle);
 	if (qlen <= 0 || qlen > evd->obj.ia->limits.max_evd_qlen)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	if (atomic_load(&evd->waiting))
+	if (zd_evd_has_waiter(evd, memory_order_seq_cst))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	if (evd_count(evd) > (uint32_t)qlen)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
@@ -594,7 +596,7 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 		}
 		/* fresh now holds the oldest events: it becomes the drain. */
 		zd_ring_destroy(evd->draining);
-		evd->draining = fresh;
+		zd_evd_set_draining(evd, fresh);
 	}
 	fresh = zd_ring_create((uint32_t)qlen);
 	if (!fresh)
@@ -627,11 +629,11 @@ DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
 			zd_ring_move(both, evd->draining);
 			zd_ring_move(both, old);
 			zd_ring_destroy(evd->draining);
-			evd->draining = both;
+			zd_evd_set_draining(evd, both);
 		}
 		zd_ring_destroy(old);
 	} else {
-		evd->draining = old;
+		zd_evd_set_draining(evd, old);
 	}
 	evd->qlen = qlen;
 	return DAT_SUCCESS;

@@ -50,10 +50,11 @@ struct zd_evd {
 	struct zd_cno *_Atomic cno;
 	DAT_EVD_FLAGS flags;
 	DAT_COUNT qlen;
-	_Atomic int spilling;             /* events wait in the spill list */
+	/* ZD_EVD_ST_*: what takes dat_evd_dequeue off its fast path, one
+	 * word so that it costs one load there (evd/zd_evd_entry.h) */
+	_Atomic uint32_t state;
 	_Atomic int enabled;
 	_Atomic int waitable;
-	_Atomic int waiting;              /* a thread is inside dat_evd_wait */
 	_Atomic int overflowed;           /* ever spilled: reported once */
 	/* Solicited wait (dat_ep_create(3DAT), dat_evd_wait(3DAT)): EPs whose
 	 * recv completion flags are DAT_COMPLETION_SOLICITED_WAIT_FLAG and
@@ -137,6 +138,50 @@ static inline bool zd_evd_ev_notifies(const DAT_EVENT *e, bool marks)
 	return v == ZD_EVD_SOLICITED_MAGIC;
 }
 
+/* evd->state bits */
+#define ZD_EVD_ST_WAITER 0x1u   /* a thread is inside dat_evd_wait */
+#define ZD_EVD_ST_SPILL  0x2u   /* events wait in the spill list */
+#define ZD_EVD_ST_DRAIN  0x4u   /* the ring of before a resize drains (evd->draining) */
+#define ZD_EVD_ST_NOPOLL 0x8u   /* the consumer polls no CQ (cq_poll_one NULL) */
+
+/* Events wait in the spill list (producers set it with release). */
+static ZD_ALWAYS_INLINE bool zd_evd_spilling(const struct zd_evd *evd, memory_order mo)
+{
+	return atomic_load_explicit(&((struct zd_evd *)evd)->state, mo) & ZD_EVD_ST_SPILL;
+}
+
+/* A thread is inside dat_evd_wait on @evd. */
+static inline bool zd_evd_has_waiter(const struct zd_evd *evd, memory_order mo)
+{
+	return atomic_load_explicit(&((struct zd_evd *)evd)->state, mo) & ZD_EVD_ST_WAITER;
+}
+
+/* Sets or clears state bit @bit (@mo: the order the old flag had). */
+static inline void zd_evd_state_set(struct zd_evd *evd, uint32_t bit, bool on, memory_order mo)
+{
+	if (on)
+		atomic_fetch_or_explicit(&evd->state, bit, mo);
+	else
+		atomic_fetch_and_explicit(&evd->state, ~bit, mo);
+}
+
+/* The consumer's direct poll (NULL: none), with its state bit; before the
+ * EVD is handed out, or by its consumer. */
+static inline void zd_evd_set_poll_one(struct zd_evd *evd,
+				       DAT_RETURN (*fn)(struct zd_evd *, DAT_EVENT *))
+{
+	evd->cq_poll_one = fn;
+	zd_evd_state_set(evd, ZD_EVD_ST_NOPOLL, fn == NULL, memory_order_relaxed);
+}
+
+/* The ring of before a resize, draining (NULL: none), with its state bit;
+ * consumer (or the resizer, which excludes it). */
+static inline void zd_evd_set_draining(struct zd_evd *evd, struct zd_ring *r)
+{
+	evd->draining = r;
+	zd_evd_state_set(evd, ZD_EVD_ST_DRAIN, r != NULL, memory_order_relaxed);
+}
+
 /* For a device's cq_poll_one, after it read (with its acquire barrier) the
  * completion it means to hand straight to the consumer: true when nothing
  * older waits in the EVD, so skipping the ring keeps EVD order.  The ring
@@ -147,9 +192,8 @@ static inline bool zd_evd_ev_notifies(const DAT_EVENT *e, bool marks)
  * Consumer only. */
 static ZD_ALWAYS_INLINE bool zd_evd_direct_ok(const struct zd_evd *evd)
 {
-	/* acquire: pairs with zd_evd_post's release store of spilling. */
-	return zd_ring_drained(evd->ring) &&
-	       !atomic_load_explicit(&evd->spilling, memory_order_acquire);
+	/* acquire: pairs with zd_evd_post's release setting the spill bit. */
+	return zd_ring_drained(evd->ring) && !zd_evd_spilling(evd, memory_order_acquire);
 }
 
 /* Room for cq_poll: an estimate (producers may take some meanwhile; a

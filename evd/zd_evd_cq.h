@@ -85,7 +85,7 @@ static ZD_ALWAYS_INLINE void zd_evd_cq_post_direct(struct zd_ring *local, struct
 		 * acquire pairs with its release in zd_evd_post: a spilling
 		 * EVD takes every event after the spilled ones. */
 		if (ZD_LIKELY(!atomic_load_explicit(&evd->direct_off, memory_order_seq_cst) &&
-			      !atomic_load_explicit(&evd->spilling, memory_order_acquire)))
+			      !zd_evd_spilling(evd, memory_order_acquire)))
 			s = zd_ring_claim(evd->ring, &pos);
 		if (ZD_LIKELY(s != NULL)) {
 			/* In place, field by field: no DAT_EVENT to copy. */
@@ -125,7 +125,7 @@ static inline int zd_evd_cq_drain(struct zd_ring *local, struct zd_evd *evd, int
 
 	while (n < budget && (ev = zd_ring_peek(local)) != NULL) {
 		/* acquire: pairs with zd_evd_post's release store of spilling. */
-		if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire))) {
+		if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_acquire))) {
 			if (zd_evd_post(evd, ev, 1) != DAT_SUCCESS)
 				break;  /* no memory: it stays in @local */
 		} else if (ZD_UNLIKELY(!zd_ring_enqueue(evd->ring, ev))) {

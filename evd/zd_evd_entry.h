@@ -4,9 +4,10 @@
  * completion poll inlined (see core/zd_dto_entry.h for why and how such
  * entries reach libdat2).
  *
- * The fast test covers a live EVD, an event pointer, nobody in
- * dat_evd_wait and no ring drained after a resize; everything else --
- * errors included -- goes to the checked path.  Then:
+ * The fast test covers a live EVD, an event pointer, and one load of its
+ * state word (nobody in dat_evd_wait, no ring drained after a resize, and
+ * for the direct poll: a CQ the consumer polls, nothing spilled);
+ * everything else -- errors included -- goes to the checked path.  Then:
  *  - core's instance: an event already in the ring, else (the ring empty,
  *    nothing spilled) the device's cq_poll_one takes the next completion
  *    straight into @event;
@@ -36,35 +37,31 @@ DAT_RETURN zd_evd_dequeue_checked(DAT_EVD_HANDLE h, DAT_EVENT *event);
 /* evd/zd_evd.c: the next event of the ring, or DAT_QUEUE_EMPTY. */
 DAT_RETURN zd_evd_ring_take(struct zd_evd *evd, DAT_EVENT *event);
 
-/* Whether the consumer may poll the CQ itself: a CQ it polls (not a pinned
- * poller), nothing spilled (relaxed: a hint; the direct path checks again,
- * with acquire, after its completion). */
-static ZD_ALWAYS_INLINE bool zd_evd_poll_ok(const struct zd_evd *evd)
-{
-	return evd->cq_poll_one != NULL &&
-	       !atomic_load_explicit(&evd->spilling, memory_order_relaxed);
-}
-
 static ZD_ALWAYS_INLINE DAT_RETURN zd_evd_dequeue_entry(DAT_EVD_HANDLE h, DAT_EVENT *event,
 							zd_cq_poll_one_fn *poll_first)
 {
 	struct zd_evd *evd = zd_obj_get(h, ZD_OBJ_EVD);
 
-	if (ZD_LIKELY(evd != NULL) && ZD_LIKELY(event != NULL) &&
-	    ZD_LIKELY(!atomic_load_explicit(&evd->waiting, memory_order_relaxed)) &&
-	    ZD_LIKELY(evd->draining == NULL)) {
-		if (poll_first) {
-			if (ZD_LIKELY(zd_evd_poll_ok(evd)))
-				return poll_first(evd, event);
-			/* No CQ of its own to poll (a connection EVD, or a
-			 * pinned poller's): the ring, as core's does. */
-			if (zd_ring_dequeue(evd->ring, event))
-				return DAT_SUCCESS;
-		} else {
-			if (ZD_LIKELY(zd_ring_dequeue(evd->ring, event)))
-				return DAT_SUCCESS;
-			if (ZD_LIKELY(zd_evd_poll_ok(evd)))
-				return evd->cq_poll_one(evd, event);
+	if (ZD_LIKELY(evd != NULL) && ZD_LIKELY(event != NULL)) {
+		/* relaxed: the spill bit is a hint here; the direct path
+		 * checks it again, with acquire, after its completion. */
+		uint32_t st = atomic_load_explicit(&evd->state, memory_order_relaxed);
+
+		if (ZD_LIKELY(!(st & (ZD_EVD_ST_WAITER | ZD_EVD_ST_DRAIN)))) {
+			if (poll_first) {
+				if (ZD_LIKELY(st == 0))
+					return poll_first(evd, event);
+				/* No CQ of its own to poll (a connection EVD,
+				 * a pinned poller's), or a spill: the ring,
+				 * as core's does. */
+				if (zd_ring_dequeue(evd->ring, event))
+					return DAT_SUCCESS;
+			} else {
+				if (ZD_LIKELY(zd_ring_dequeue(evd->ring, event)))
+					return DAT_SUCCESS;
+				if (ZD_LIKELY(st == 0))
+					return evd->cq_poll_one(evd, event);
+			}
 		}
 	}
 	return zd_evd_dequeue_checked(h, event);

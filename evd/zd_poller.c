@@ -393,7 +393,7 @@ void zd_poller_add(struct zd_evd *evd)
 	/* The consumer stops polling before the poller starts: the EVD is
 	 * not handed out yet, so nobody polls it right now. */
 	evd->cq_poll = NULL;
-	evd->cq_poll_one = NULL;
+	zd_evd_set_poll_one(evd, NULL);
 	evd->poller = p;
 	/* seq_cst (release): the EVD's fields before the poller sees it. */
 	atomic_exchange_explicit(&p->list, fresh, memory_order_seq_cst);

@@ -183,7 +183,7 @@ static ZD_ALWAYS_INLINE void dto_event(struct zd_evd *evd, struct zd_ep *ep, DAT
 	/* Spilled events are older: this one goes behind them, not into the
 	 * ring ahead of them (acquire: pairs with zd_evd_post's release). */
 	struct zd_ring_slot *s =
-		ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire)) ?
+		ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_acquire)) ?
 			NULL : zd_ring_claim(evd->ring, &pos);
 
 	if (ZD_UNLIKELY(!s)) {
@@ -394,7 +394,7 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT)))
 		return cq_poll_more(cq, budget, 0);
 	/* Behind spilled events, never ahead (dto_event). */
-	if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_acquire)))
+	if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_acquire)))
 		return cq_poll_more(cq, budget, 0);
 	s = zd_ring_claim(evd->ring, &pos);
 	if (ZD_UNLIKELY(!s))

@@ -384,7 +384,7 @@ static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
 	 * posted directly (zd_shm_cq_complete_req) may have taken some since:
 	 * then it spills (overflow semantics), never drops, and later ones
 	 * follow it into the spill list. */
-	if (ZD_UNLIKELY(atomic_load_explicit(&evd->spilling, memory_order_relaxed) ||
+	if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_relaxed) ||
 			!zd_ring_enqueue(evd->ring, &ev)))
 		zd_evd_post(evd, &ev, 1);
 }

@@ -167,12 +167,12 @@ static void test_bytes(struct env *e)
 	EXPECT(ring_tail(e->evd->ring) == tail0, "the direct path claimed a ring slot");
 
 	/* The same through the ring: cq_poll, then the ring's copy-out. */
-	e->evd->cq_poll_one = NULL;
+	zd_evd_set_poll_one(e->evd, NULL);
 	post_write(e, 101);
 	nic_run();
 	memset(&viaring, 0x5a, sizeof(viaring));
 	EXPECT(dequeue(e->req_evd, &viaring) == DAT_SUCCESS, "ring dequeue");
-	e->evd->cq_poll_one = one;
+	zd_evd_set_poll_one(e->evd, one);
 	EXPECT(ring_tail(e->evd->ring) == tail0 + 1, "the ring path did not use the ring");
 	EXPECT(is_write(e, &viaring, 101), "ring event fields");
 	/* Everything up to the end of the DTO data (the union's tail is no
@@ -244,7 +244,7 @@ static void test_overflow_first(struct env *e)
 
 	for (uint32_t i = 0; i < cap + 3; i++)
 		CHECK(post_foreign(e, 400 + i));
-	EXPECT(atomic_load(&e->evd->spilling), "no spill after %u events in %u slots", cap + 3,
+	EXPECT(zd_evd_spilling(e->evd, memory_order_seq_cst), "no spill after %u events in %u slots", cap + 3,
 	       cap);
 	post_write(e, 999);
 	nic_run();
