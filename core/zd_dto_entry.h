@@ -79,14 +79,13 @@ typedef DAT_RETURN zd_post_rdma_fn(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_
 				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				   DAT_COMPLETION_FLAGS flags);
 
-/* A device's instance (@post given) passes one segment and the default
- * completion flags -- the latency case its inlined post is for -- and
- * sends the rest through the checked path to its op: stated here, the
- * compiler drops the device's own tests of them. */
-static ZD_ALWAYS_INLINE bool zd_request_fast_shape(bool device, DAT_COUNT n,
-						   DAT_COMPLETION_FLAGS flags)
+/* A device's instance (@post given) passes one segment -- the case its
+ * inlined post is for, whatever the completion flags -- and sends several
+ * through the checked path to the same device op: stated here, the
+ * compiler drops the device's own test of it. */
+static ZD_ALWAYS_INLINE bool zd_request_fast_shape(bool device, DAT_COUNT n)
 {
-	return !device || (n == 1 && flags == DAT_COMPLETION_DEFAULT_FLAG);
+	return !device || n == 1;
 }
 
 /* dat_ep_post_send; @post: the device's post_send, or NULL for the call
@@ -99,7 +98,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_send_entry(DAT_EP_HANDLE h, DAT_CO
 {
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
 
-	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n, flags)) &&
+	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n)) &&
 	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov, ep->attr.max_request_iov, flags))) {
 		if (post)
 			return post(ep, n, iov, cookie, flags);
@@ -118,7 +117,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_write_entry(DAT_EP_HANDLE h, 
 {
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
 
-	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n, flags)) &&
+	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n)) &&
 	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
 					 zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), flags) &&
 		      remote != NULL)) {

@@ -526,6 +526,9 @@ DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				  DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				      DAT_COMPLETION_FLAGS flags);
 DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				 DAT_COMPLETION_FLAGS flags);

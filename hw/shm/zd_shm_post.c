@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/zd_ia.h"
+#include "core/zd_dto_entry.h"
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
@@ -510,11 +511,29 @@ any:
 	return post_rdma_any(ep, write, n, iov, cookie, remote, flags);
 }
 
+static ZD_ALWAYS_INLINE DAT_RETURN post_rdma_write(struct zd_ep *ep, DAT_COUNT n,
+						   const DAT_LMR_TRIPLET *iov,
+						   DAT_DTO_COOKIE cookie,
+						   const DAT_RMR_TRIPLET *remote,
+						   DAT_COMPLETION_FLAGS flags)
+{
+	return post_rdma(ep, true, n, iov, cookie, remote, flags);
+}
+
 DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				  DAT_COMPLETION_FLAGS flags)
 {
-	return post_rdma(ep, true, n, iov, cookie, remote, flags);
+	return post_rdma_write(ep, n, iov, cookie, remote, flags);
+}
+
+/* dat_ep_post_rdma_write with the one-segment path above inlined
+ * (zd_device_ops.dat_entries, core/zd_dto_entry.h). */
+DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				      DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_rdma_write_entry(h, n, iov, cookie, remote, flags, post_rdma_write);
 }
 
 DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
