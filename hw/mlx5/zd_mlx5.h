@@ -101,11 +101,11 @@ struct zd_mlx5_qp {
 	void *bqp;
 	_Atomic int flushed;           /* qp_flush ran since create/reset */
 	/* The last local range an inline post was checked against (poster
-	 * only; zd_mlx5_post.c): its lkey, [base, end) and zd_mlx5_reg_gen
-	 * then. */
+	 * only; zd_mlx5_post.c): its lkey, [base, base + size) and
+	 * zd_mlx5_reg_gen then. */
 	struct {
 		uint32_t lkey, gen;
-		uint64_t base, end;
+		uint64_t base, size;
 	} inl_memo;
 	/* Earlier incarnations of this EP's QP (qp_reset), kept listed until
 	 * their flush completions are reaped, so none is lost. */

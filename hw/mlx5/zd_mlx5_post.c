@@ -49,7 +49,7 @@ static __attribute__((noinline)) bool inl_src_check(struct zd_mlx5_qp *qp,
 		qp->inl_memo.lkey = s->lmr_context;
 		qp->inl_memo.gen = gen;
 		qp->inl_memo.base = lmr->addr;
-		qp->inl_memo.end = lmr->addr + lmr->length;
+		qp->inl_memo.size = lmr->length;
 		ok = true;
 	}
 	zd_keytab_read_unlock();
@@ -58,11 +58,14 @@ static __attribute__((noinline)) bool inl_src_check(struct zd_mlx5_qp *qp,
 
 static ZD_ALWAYS_INLINE bool inl_src_ok(struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
 {
+	/* the segment's offset in the range: huge (refused) below it */
+	uint64_t off = s->virtual_address - qp->inl_memo.base;
+
 	if (ZD_LIKELY(s->lmr_context == qp->inl_memo.lkey) &&
 	    ZD_LIKELY(qp->inl_memo.gen ==
 		      atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_relaxed)) &&
-	    ZD_LIKELY(s->virtual_address >= qp->inl_memo.base) &&
-	    ZD_LIKELY(s->segment_length <= qp->inl_memo.end - s->virtual_address))
+	    ZD_LIKELY(off <= qp->inl_memo.size) &&
+	    ZD_LIKELY(s->segment_length <= qp->inl_memo.size - off))
 		return true;
 	return inl_src_check(qp, s);
 }

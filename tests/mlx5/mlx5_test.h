@@ -288,7 +288,7 @@ static inline void test_trust_lkey(struct zd_mlx5_qp *qp, uint32_t lkey)
 	qp->inl_memo.lkey = lkey;
 	qp->inl_memo.gen = atomic_load(&zd_mlx5_reg_gen);
 	qp->inl_memo.base = 0;
-	qp->inl_memo.end = UINT64_MAX;
+	qp->inl_memo.size = UINT64_MAX;
 }
 
 #endif

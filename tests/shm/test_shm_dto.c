@@ -375,6 +375,32 @@ Test(shm_dto, protection)
 	}
 }
 
+/* A source past the end of the LMR whose key it names, right after a good
+ * post from that LMR (a device that remembers the last range it checked
+ * must still refuse it), fails as local protection; the target stays
+ * untouched. */
+Test(shm_dto, source_past_lmr_end)
+{
+	static char src[256], tgt[64];
+	DAT_LMR_CONTEXT ks, kt;
+	DAT_LMR_TRIPLET l;
+	DAT_RMR_TRIPLET r;
+
+	memset(src, 's', sizeof(src));
+	pair(NULL);
+	t_reg(&A, NULL, src, 64, DAT_MEM_PRIV_ALL_FLAG, &ks);
+	t_reg(&B, NULL, tgt, sizeof(tgt), DAT_MEM_PRIV_ALL_FLAG, &kt);
+	l = t_seg(ks, src, 8);
+	r = t_rseg(kt, tgt, 8);
+	cr_assert_eq(dat_ep_post_rdma_write(ea, 1, &l, t_cookie(1), &r, 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 1, DAT_DTO_SUCCESS, DAT_DTO_RDMA_WRITE, 8);
+	memset(tgt, 0, sizeof(tgt));
+	l = t_seg(ks, src + 200, 8);
+	r = t_rseg(kt, tgt + 16, 8);
+	bad_write(l, r, tgt, sizeof(tgt), DAT_DTO_ERR_LOCAL_PROTECTION);
+	unpair();
+}
+
 Test(shm_dto, protection_recv_and_send)
 {
 	static char src[64], dst[64];
