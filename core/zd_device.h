@@ -123,7 +123,8 @@ struct zd_device_ops {
 	/* Data path, optional (NULL: dat_evd_dequeue polls with cq_poll, then
 	 * takes from the ring).  dat_evd_dequeue's tail call when the EVD's
 	 * consumer found the ring empty, with no resize drain and no spill
-	 * pending.  Takes the next completion straight into @out (no ring
+	 * pending (a device's own dequeue entry may call its inlined twin
+	 * first, before the ring: evd/zd_evd_entry.h).  Takes the next completion straight into @out (no ring
 	 * slot) and returns DAT_SUCCESS, but only if, after reading it,
 	 * zd_evd_direct_ok(evd) holds (nothing older waits in the ring or its
 	 * spill list) and nothing older waits in the device's own queues;

@@ -5,8 +5,10 @@
  * access are the device's to check (errors come back as error CQEs).
  *
  * A send or RDMA write of one small segment that fits inline takes a
- * fast path (post_inl1); the rest, post_sq.  tools/mlx5_instr.sh counts
- * the instructions of the latency case.
+ * fast path (post_inl1); the rest, post_sq.  Both are also inlined into
+ * the mlx5 lines' own DAT entries (zd_mlx5_dat_post_*: core's checks in
+ * front, core/zd_dto_entry.h).  tools/mlx5_instr.sh and
+ * tools/instr_count.sh count the instructions of the latency case.
  *
  * Threads: one poster per EP (and per SRQ) at a time, as the DAT's
  * non-thread-safe registration promises.
