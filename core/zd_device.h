@@ -124,10 +124,11 @@ struct zd_device_ops {
 	 * takes from the ring).  dat_evd_dequeue's tail call when the EVD's
 	 * consumer found the ring empty, with no resize drain and no spill
 	 * pending (a device's own dequeue entry may call its inlined twin
-	 * first, before the ring: evd/zd_evd_entry.h).  Takes the next completion straight into @out (no ring
-	 * slot) and returns DAT_SUCCESS, but only if, after reading it,
-	 * zd_evd_direct_ok(evd) holds (nothing older waits in the ring or its
-	 * spill list) and nothing older waits in the device's own queues;
+	 * first, before the ring: evd/zd_evd_entry.h).  Takes the next
+	 * completion straight into @out (no ring slot) and returns
+	 * DAT_SUCCESS, but only if, after reading it, zd_evd_direct_ok(evd)
+	 * holds (nothing older waits in the ring or its spill list) and
+	 * nothing older waits in the device's own queues;
 	 * @out is then what the ring would have handed back (solicited mark,
 	 * zeroed extension words).  An empty CQ: DAT_QUEUE_EMPTY.  Anything
 	 * else: cq_poll (budget zd_evd_room) and return zd_evd_take. */

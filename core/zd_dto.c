@@ -3,7 +3,7 @@
  * and friends.  Each checks the handle, the EP state, the segment count
  * and the completion flags, then makes exactly one indirect call into the
  * device, which checks keys, bounds, PZ and access as hardware does.  No
- * locks, no system calls, no allocation here.  The send and RDMA-write
+ * locks, no system calls, no allocation here.  The send and RDMA
  * entries are templates (core/zd_dto_entry.h) that a device may also
  * instantiate with its own post inlined.
  */
@@ -130,51 +130,36 @@ static ZD_ALWAYS_INLINE DAT_RETURN rdma_checks(struct zd_ep *ep, DAT_COUNT n,
 }
 
 __attribute__((noinline, cold)) DAT_RETURN
-zd_ep_post_rdma_write_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-			 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+zd_ep_post_rdma_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+			const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, bool write)
 {
 	struct zd_ep *ep;
 	DAT_RETURN ret;
 
 	EP_GET_READY_OR_RETURN(ep, h);
-	ret = rdma_checks(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), remote, flags);
+	ret = rdma_checks(ep, n, iov,
+			  zd_rdma_iov_max(ep, write ? ep->attr.max_rdma_write_iov
+						    : ep->attr.max_rdma_read_iov),
+			  remote, flags);
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
-	return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+	if (write)
+		return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+	return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				 DAT_COMPLETION_FLAGS flags)
 {
-	return zd_ep_post_rdma_write_entry(h, n, iov, cookie, remote, flags, NULL);
-}
-
-static __attribute__((noinline, cold)) DAT_RETURN
-post_rdma_read_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-			 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
-{
-	struct zd_ep *ep;
-	DAT_RETURN ret;
-
-	EP_GET_READY_OR_RETURN(ep, h);
-	ret = rdma_checks(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_read_iov), remote, flags);
-	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
-		return ret;
-	return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, NULL);
 }
 
 DAT_RETURN zd_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				DAT_COMPLETION_FLAGS flags)
 {
-	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
-
-	if (ZD_LIKELY(ep != NULL) &&
-	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_read_iov),
-				      flags) && remote != NULL))
-		return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
-	return post_rdma_read_checked(h, n, iov, cookie, remote, flags);
+	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, false, NULL);
 }
 
 DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *local,

@@ -1,7 +1,8 @@
 /*
- * The DAT entry points of the hottest calls -- dat_ep_post_send,
- * dat_ep_post_rdma_write, dat_evd_dequeue -- as inline templates that take
- * the device's data-path function as an argument.
+ * The DAT entry points of the hottest posts -- dat_ep_post_send and
+ * dat_ep_post_rdma_write/read -- as inline templates that take the
+ * device's data-path function as an argument (dat_evd_dequeue's:
+ * evd/zd_evd_entry.h).
  *
  * Core instantiates them with the indirect call through the device ops
  * (core/zd_dto.c, evd/zd_evd.c: any device).  A device whose data path can
@@ -69,9 +70,9 @@ static ZD_ALWAYS_INLINE bool zd_request_fast_ok(const struct zd_ep *ep, DAT_COUN
 /* The checked paths (core/zd_dto.c): every check, then the device's op. */
 DAT_RETURN zd_ep_post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_ep_post_rdma_write_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-					 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-					 DAT_COMPLETION_FLAGS flags);
+DAT_RETURN zd_ep_post_rdma_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				   DAT_COMPLETION_FLAGS flags, bool write);
 
 typedef DAT_RETURN zd_post_send_fn(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
@@ -107,25 +108,29 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_send_entry(DAT_EP_HANDLE h, DAT_CO
 	return zd_ep_post_send_checked(h, n, iov, cookie, flags);
 }
 
-/* dat_ep_post_rdma_write; @post as above. */
-static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_write_entry(DAT_EP_HANDLE h, DAT_COUNT n,
-							       DAT_LMR_TRIPLET *iov,
-							       DAT_DTO_COOKIE cookie,
-							       const DAT_RMR_TRIPLET *remote,
-							       DAT_COMPLETION_FLAGS flags,
-							       zd_post_rdma_fn *post)
+/* dat_ep_post_rdma_write (@write) or _read; @post as above. */
+static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_entry(DAT_EP_HANDLE h, DAT_COUNT n,
+							 DAT_LMR_TRIPLET *iov,
+							 DAT_DTO_COOKIE cookie,
+							 const DAT_RMR_TRIPLET *remote,
+							 DAT_COMPLETION_FLAGS flags, bool write,
+							 zd_post_rdma_fn *post)
 {
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
 
 	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n)) &&
 	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
-					 zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), flags) &&
+					 zd_rdma_iov_max(ep, write ? ep->attr.max_rdma_write_iov
+								   : ep->attr.max_rdma_read_iov),
+					 flags) &&
 		      remote != NULL)) {
 		if (post)
 			return post(ep, n, iov, cookie, remote, flags);
-		return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+		if (write)
+			return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+		return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
 	}
-	return zd_ep_post_rdma_write_checked(h, n, iov, cookie, remote, flags);
+	return zd_ep_post_rdma_checked(h, n, iov, cookie, remote, flags, write);
 }
 
 #endif /* ZD_DTO_ENTRY_H */

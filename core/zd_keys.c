@@ -66,18 +66,28 @@ void zd_keys_remove(struct zd_ia *ia, uint32_t lkey, uint32_t rkey)
 		key_drop(ia, rkey);
 }
 
-bool zd_keys_lkey_covers(struct zd_ia *ia, uint32_t lkey, uint64_t addr, uint64_t len)
+bool zd_keys_lmr_covers(struct zd_ia *ia, uint32_t key, enum zd_key_role role,
+			const struct zd_pz *pz, uint32_t need, uint64_t addr, uint64_t len,
+			struct zd_keys_range *range)
 {
-	struct zd_lmr *lmr;
+	const struct zd_lmr *lmr;
 	bool ok = false;
 
 	zd_keytab_read_lock();
-	lmr = zd_keytab_lookup(ia->keys, lkey);
+	lmr = zd_keytab_lookup(ia->keys, key);
 	/* Slots are type-stable: a racing free leaves a dead magic, never
 	 * unmapped memory, so the checks below are safe to make. */
-	if (lmr && zd_obj_get(lmr, ZD_OBJ_LMR) && addr >= lmr->addr &&
-	    len <= lmr->length && addr - lmr->addr <= lmr->length - len)
+	if (lmr && zd_obj_get(lmr, ZD_OBJ_LMR) &&
+	    (role != ZD_KEY_LOCAL || lmr->lkey == key) &&
+	    (role != ZD_KEY_REMOTE || lmr->rkey == key) && (!pz || lmr->pz == pz) &&
+	    ((uint32_t)lmr->priv & need) == need &&
+	    zd_range_in(lmr->addr, lmr->length, addr, len)) {
+		if (range) {
+			range->base = lmr->addr;
+			range->size = lmr->length;
+		}
 		ok = true;
+	}
 	zd_keytab_read_unlock();
 	return ok;
 }

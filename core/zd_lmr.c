@@ -162,8 +162,8 @@ static DAT_RETURN lmr_sync(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *segs,
 	if (!segs || nsegs == 0)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	for (DAT_VLEN i = 0; i < nsegs; i++) {
-		if (!zd_keys_lkey_covers(ia, segs[i].lmr_context, segs[i].virtual_address,
-					 segs[i].segment_length))
+		if (!zd_keys_lmr_covers(ia, segs[i].lmr_context, ZD_KEY_ANY, NULL, 0,
+					segs[i].virtual_address, segs[i].segment_length, NULL))
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	}
 	return DAT_SUCCESS;

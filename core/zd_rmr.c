@@ -114,9 +114,8 @@ DAT_RETURN zd_rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle,
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
 		if (va_type != lmr->va_type)
 			return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
-		if (triplet->virtual_address < lmr->addr ||
-		    triplet->segment_length > lmr->length ||
-		    triplet->virtual_address - lmr->addr > lmr->length - triplet->segment_length)
+		if (!zd_range_in(lmr->addr, lmr->length, triplet->virtual_address,
+				 triplet->segment_length))
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	} else if (lmr_handle != DAT_HANDLE_NULL) {
 		if (!zd_obj_get(lmr_handle, ZD_OBJ_LMR))

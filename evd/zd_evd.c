@@ -356,7 +356,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 	}
 	*nmore = (DAT_COUNT)(ret == DAT_SUCCESS ? evd_count(evd)
 						 : evd_ready_upto(evd, (unsigned)evd->qlen));
-	atomic_fetch_and(&evd->state, ~ZD_EVD_ST_WAITER);
+	zd_evd_state_set(evd, ZD_EVD_ST_WAITER, false, memory_order_seq_cst);
 	return ret;
 }
 

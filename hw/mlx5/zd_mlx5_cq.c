@@ -51,9 +51,6 @@ DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth)
 	cq->dev = dev;
 	cq->evd = evd;
 	cq->fence = !dev->membarrier;
-	/* Room beyond the EVD's events: CQEs that only free the SQ
-	 * (moderation of suppressed DTOs) and completions waiting for room in
-	 * a full EVD must never overrun the CQ. */
 	ret = dev->be->cq_create(dev->bctx, cq_entries_for(depth), cq, &cq->bcq, &d);
 	if (ret != DAT_SUCCESS) {
 		free(cq);

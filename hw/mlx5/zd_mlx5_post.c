@@ -16,9 +16,8 @@
 #include "core/zd_dto_entry.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
-#include "core/zd_mem_objs.h"
+#include "core/zd_keys.h"
 #include "hw/mlx5/zd_mlx5.h"
-#include "mem/zd_keytab.h"
 
 #define ZD_MLX5_SQ_FULL DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)
 
@@ -35,39 +34,28 @@
 static __attribute__((noinline)) bool inl_src_check(struct zd_mlx5_qp *qp,
 						   const DAT_LMR_TRIPLET *s)
 {
-	struct zd_ep *ep = qp->ep;
 	/* acquire: pairs with the deregistration's bump; an LMR found live
 	 * below was registered in this generation or before. */
 	uint32_t gen = atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_acquire);
-	const struct zd_lmr *lmr;
-	bool ok = false;
+	struct zd_keys_range range;
 
-	zd_keytab_read_lock();
-	lmr = zd_keytab_lookup(ep->obj.ia->keys, s->lmr_context);
-	if (lmr && zd_obj_get(lmr, ZD_OBJ_LMR) && lmr->lkey == s->lmr_context &&
-	    lmr->pz == ep->pz && s->virtual_address >= lmr->addr &&
-	    s->segment_length <= lmr->length &&
-	    s->virtual_address - lmr->addr <= lmr->length - s->segment_length) {
-		qp->inl_memo.lkey = s->lmr_context;
-		qp->inl_memo.gen = gen;
-		qp->inl_memo.base = lmr->addr;
-		qp->inl_memo.size = lmr->length;
-		ok = true;
-	}
-	zd_keytab_read_unlock();
-	return ok;
+	if (!zd_keys_lmr_covers(qp->ep->obj.ia, s->lmr_context, ZD_KEY_LOCAL, qp->ep->pz, 0,
+				s->virtual_address, s->segment_length, &range))
+		return false;
+	qp->inl_memo.lkey = s->lmr_context;
+	qp->inl_memo.gen = gen;
+	qp->inl_memo.base = range.base;
+	qp->inl_memo.size = range.size;
+	return true;
 }
 
 static ZD_ALWAYS_INLINE bool inl_src_ok(struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
 {
-	/* the segment's offset in the range: huge (refused) below it */
-	uint64_t off = s->virtual_address - qp->inl_memo.base;
-
 	if (ZD_LIKELY(s->lmr_context == qp->inl_memo.lkey) &&
 	    ZD_LIKELY(qp->inl_memo.gen ==
 		      atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_relaxed)) &&
-	    ZD_LIKELY(off <= qp->inl_memo.size) &&
-	    ZD_LIKELY(s->segment_length <= qp->inl_memo.size - off))
+	    ZD_LIKELY(zd_range_in(qp->inl_memo.base, qp->inl_memo.size, s->virtual_address,
+				  s->segment_length)))
 		return true;
 	return inl_src_check(qp, s);
 }
@@ -251,7 +239,7 @@ DAT_RETURN zd_mlx5_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRI
 				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				       DAT_COMPLETION_FLAGS flags)
 {
-	return zd_ep_post_rdma_write_entry(h, n, iov, cookie, remote, flags, post_rdma_write);
+	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
 }
 
 DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

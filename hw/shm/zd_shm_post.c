@@ -533,7 +533,7 @@ DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIP
 				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				      DAT_COMPLETION_FLAGS flags)
 {
-	return zd_ep_post_rdma_write_entry(h, n, iov, cookie, remote, flags, post_rdma_write);
+	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
 }
 
 DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

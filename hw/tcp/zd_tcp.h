@@ -366,8 +366,5 @@ DAT_RETURN zd_tcp_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_T
 /* Takes the next posted SRQ buffer into @out; false if none. */
 bool zd_tcp_srq_take(struct zd_tcp_srq *s, struct zd_tcp_recv *out);
 void zd_tcp_srq_check_lw(struct zd_tcp_srq *s);
-/* Checks [addr, addr+len) of @key in @ia: live LMR, PZ @pz, rights @need. */
-bool zd_tcp_key_check(struct zd_ia *ia, uint32_t key, uint64_t addr, uint64_t len,
-		      uint32_t need, const void *pz);
 
 #endif /* ZD_TCP_H */

@@ -12,6 +12,7 @@
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "core/zd_mem_objs.h"
+#include "core/zd_keys.h"
 #include "evd/zd_evd.h"
 #include "mem/zd_keytab.h"
 #include "hw/tcp/zd_tcp.h"
@@ -20,25 +21,7 @@
  * needs LOCAL_WRITE. */
 #define ZD_TCP_LOCAL_READ 0u
 
-bool zd_tcp_key_check(struct zd_ia *ia, uint32_t key, uint64_t addr, uint64_t len,
-		      uint32_t need, const void *pz)
-{
-	struct zd_lmr *lmr;
-	bool ok = false;
-
-	zd_keytab_read_lock();
-	lmr = zd_keytab_lookup(ia->keys, key);
-	/* Slots are type-stable: a racing free leaves a dead magic, never
-	 * unmapped memory. */
-	if (lmr && zd_obj_get(lmr, ZD_OBJ_LMR) && lmr->rkey == key &&
-	    (void *)lmr->pz == pz && ((uint32_t)lmr->priv & need) == need &&
-	    zd_tcp_range_in(lmr->addr, lmr->length, addr, len))
-		ok = true;
-	zd_keytab_read_unlock();
-	return ok;
-}
-
-static inline bool local_segs(struct zd_ia *ia, const void *pz, DAT_COUNT n,
+static inline bool local_segs(struct zd_ia *ia, const struct zd_pz *pz, DAT_COUNT n,
 			      const DAT_LMR_TRIPLET *iov, uint32_t need,
 			      struct zd_tcp_seg *out, uint64_t *total)
 {
@@ -51,8 +34,9 @@ static inline bool local_segs(struct zd_ia *ia, const void *pz, DAT_COUNT n,
 		out[i].len = len;
 		if (len == 0)
 			continue;
-		if (ZD_UNLIKELY(!zd_tcp_key_check(ia, iov[i].lmr_context, iov[i].virtual_address,
-						  len, need, pz)))
+		/* core keys: an LMR's lkey is its rkey */
+		if (ZD_UNLIKELY(!zd_keys_lmr_covers(ia, iov[i].lmr_context, ZD_KEY_REMOTE, pz,
+						    need, iov[i].virtual_address, len, NULL)))
 			return false;
 		sum += len;
 	}

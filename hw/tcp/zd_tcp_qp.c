@@ -23,6 +23,7 @@
 
 #include "core/zd_cm.h"
 #include "core/zd_ia.h"
+#include "core/zd_keys.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
@@ -954,8 +955,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		return RX_OK;
 	case ZD_TCP_OP_RDMA_WRITE:
 		qp->rx_expect++;
-		if (!zd_tcp_key_check(ia, rkey, raddr, len ? len : 1,
-				      DAT_MEM_PRIV_REMOTE_WRITE_FLAG, qp->ep->pz)) {
+		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len ? len : 1, NULL)) {
 			qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}
@@ -970,8 +971,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		if (qp->resp_tail - qp->resp_head >= ZD_TCP_RESP_DEPTH)
 			return RX_STALL;  /* answers pile up: stop reading */
 		qp->rx_expect++;
-		if (!zd_tcp_key_check(ia, rkey, raddr, rlen ? rlen : 1,
-				      DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->ep->pz)) {
+		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					DAT_MEM_PRIV_REMOTE_READ_FLAG, raddr, rlen ? rlen : 1, NULL)) {
 			qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}

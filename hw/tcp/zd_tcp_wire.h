@@ -58,6 +58,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/zd_range.h"   /* zd_range_in, for the receiver's checks */
+
 #define ZD_TCP_WIRE_MAGIC    0x5044545au  /* "ZTDP" little-endian */
 #define ZD_TCP_WIRE_VERSION  1
 #define ZD_TCP_BLOB_MAGIC    0x424f4c42u  /* "BLOB" */
@@ -133,7 +135,7 @@ enum zd_tcp_frame_verdict {
 /* Checks header @h (wire order, as received) against @lim: everything
  * that does not depend on the QP's queues.  Payload-free ops have len 0;
  * SEND, RDMA_WRITE and READ_REQ carry the next expected seq.  What it does
- * not check: rkey and range (zd_tcp_key_check against the live LMR), the
+ * not check: rkey and range (zd_keys_lmr_covers against the live LMR), the
  * room of the receive, and that a READ_RESP/ACK/NAK names a request
  * (zd_tcp_seq_find). */
 enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
@@ -153,10 +155,5 @@ static inline bool zd_tcp_seq_find(uint32_t seq, uint64_t base, uint64_t lo, uin
 	return true;
 }
 
-/* [addr, addr + len) lies inside [base, base + size), without overflow. */
-static inline bool zd_tcp_range_in(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
-{
-	return addr >= base && len <= size && addr - base <= size - len;
-}
 
 #endif /* ZD_TCP_WIRE_H */

@@ -6,7 +6,7 @@
  * followed by the byte stream the peer sends.  The stream is cut into
  * frames as rx_progress() does and each header goes through the checks
  * rx_dispatch() makes, with the device's own functions
- * (zd_tcp_frame_check, zd_tcp_seq_find, zd_tcp_range_in); what the QP's
+ * (zd_tcp_frame_check, zd_tcp_seq_find, zd_range_in); what the QP's
  * queues and the key table do is modelled here.  Payload is then placed
  * where an accepted frame says, into buffers allocated to their exact size,
  * so AddressSanitizer reports any byte an accepted frame could put (or
@@ -72,7 +72,7 @@ struct rx {
 	uint64_t sum;             /* keeps the reads of the region */
 };
 
-/* The peer's [raddr, raddr + len) in the region, as zd_tcp_key_check
+/* The peer's [raddr, raddr + len) in the region, as zd_keys_lmr_covers
  * decides it (len 0 is checked as 1 byte, as rx_dispatch does). */
 static uint8_t *region_at(struct rx *r, uint32_t rkey, uint64_t raddr, uint64_t len,
 			  uint32_t need)
@@ -80,7 +80,7 @@ static uint8_t *region_at(struct rx *r, uint32_t rkey, uint64_t raddr, uint64_t 
 	uint64_t off;
 
 	if (rkey != RKEY || (r->rights & need) != need ||
-	    !zd_tcp_range_in(VBASE, REGION_LEN, raddr, len ? len : 1))
+	    !zd_range_in(VBASE, REGION_LEN, raddr, len ? len : 1))
 		return NULL;
 	off = raddr - VBASE;
 	assert(off < REGION_LEN && len <= REGION_LEN - off);
