@@ -49,6 +49,11 @@
 #include "core/zd_device.h"
 #include "evd/zd_evd_cq.h"
 #include "evd/zd_ring.h"
+#include "hw/soft/zd_soft_copy.h"
+#include "hw/soft/zd_soft_cq.h"
+#include "hw/soft/zd_soft_peer.h"
+#include "hw/soft/zd_soft_region.h"
+#include "hw/soft/zd_soft_table.h"
 
 #define ZD_SHM_MAX_SEGS      16
 #define ZD_SHM_MAGIC_IA      0x7a64736869613031ull  /* "zdshia01" */
@@ -60,7 +65,6 @@
 #define ZD_SHM_MR_INDEX_BITS 20
 #define ZD_SHM_MR_ENTRIES    (1u << ZD_SHM_MR_INDEX_BITS)
 #define ZD_SHM_CHUNK_SLOTS   512
-#define ZD_SHM_NO_CHUNK      UINT32_MAX
 
 /* Device limits (zd_shm_dev.c), also held by the data path. */
 #define ZD_SHM_MAX_MESSAGE   (1u << 30)
@@ -71,29 +75,6 @@
 #define ZD_SHM_EAGER_SIZE    4096
 
 /* ---- shared layouts (position independent, fixed-size fields) ---- */
-
-/* One registered region, published by its owner at dat_lmr_create.
- * A seqlock: seq is odd while the owner rewrites the entry. */
-struct zd_shm_mr_entry {
-	_Atomic uint32_t seq;
-	_Atomic uint32_t key;
-	_Atomic uint64_t addr;
-	_Atomic uint64_t len;
-	_Atomic uint32_t access;     /* DAT_MEM_PRIV_FLAGS */
-	_Atomic uint32_t pz_id;
-	_Atomic uint32_t chunk_slot; /* chunk table slot holding the whole range, or NO_CHUNK */
-	uint32_t pad;
-};
-
-/* One memfd chunk of the owner (zd_chunk.h), for peers to map. */
-struct zd_shm_chunk_entry {
-	_Atomic uint32_t seq;        /* seqlock, as above */
-	_Atomic uint32_t id;         /* chunk id, 0 when the slot is empty */
-	_Atomic int32_t fd;          /* the memfd's number in the owner */
-	uint32_t pad;
-	_Atomic uint64_t base;
-	_Atomic uint64_t len;
-} __attribute__((aligned(32)));
 
 /* What a sleeping consumer of the IA waits for: any completion, or only a
  * notification (a solicited receive, an error: solicited wait). */
@@ -107,8 +88,9 @@ struct zd_shm_ia_shared {
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t doorbell; /* shared futex word */
 	_Atomic uint32_t armed;                       /* ZD_SHM_ARMED_*: a CQ consumer may sleep */
 	_Atomic uint32_t closing;
-	alignas(ZD_CACHE_LINE) struct zd_shm_chunk_entry chunks[ZD_SHM_CHUNK_SLOTS];
-	alignas(4096) struct zd_shm_mr_entry mr[ZD_SHM_MR_ENTRIES];
+	/* hw/soft/zd_soft_table.h: access is DAT_MEM_PRIV_FLAGS, pz zd_shm_pz_id */
+	alignas(ZD_CACHE_LINE) struct zd_soft_chunk_entry chunks[ZD_SHM_CHUNK_SLOTS];
+	alignas(4096) struct zd_soft_mr_entry mr[ZD_SHM_MR_ENTRIES];
 };
 
 /* Receive slot state word: state | owner tag << 4 | position << 24. */
@@ -127,12 +109,6 @@ static inline uint64_t zd_shm_slot_word(uint64_t pos, uint32_t tag, unsigned st)
 	return pos << 24 | (uint64_t)(tag & ZD_SHM_TAG_MASK) << 4 | st;
 }
 
-struct zd_shm_seg {
-	uint64_t addr;
-	uint32_t len;
-	uint32_t chunk_slot;  /* owner's chunk table slot holding it, or NO_CHUNK */
-};
-
 /* A posted receive: buffers already checked by their owner (lkey, bounds,
  * LOCAL_WRITE, PZ) and resolved to addresses.  The cookie stays private. */
 struct zd_shm_rq_slot {
@@ -140,7 +116,7 @@ struct zd_shm_rq_slot {
 	uint32_t nseg;
 	uint32_t pad;
 	uint64_t total;
-	struct zd_shm_seg seg[ZD_SHM_MAX_SEGS];
+	struct zd_soft_seg seg[ZD_SHM_MAX_SEGS];
 } __attribute__((aligned(ZD_CACHE_LINE)));
 
 /* A receive completion the peer produced. */
@@ -201,48 +177,16 @@ struct zd_shm_blob {
 
 /* ---- process-private state ---- */
 
-struct zd_shm_region {
-	void *base;
-	size_t size;
-	int fd;
-};
-
-struct zd_shm_chunk_map {
-	uint32_t id;
-	void *base;
-	size_t len;
-	uint64_t remote_base;
-};
-
-/* A peer IA (possibly this process, possibly this very IA). */
-struct zd_shm_peer {
-	struct zd_shm_peer *next;
-	unsigned refs;
-	pid_t pid;
-	bool self;               /* same process: memcpy at the target address */
-	int pidfd;
-	uint64_t uid;
-	struct zd_shm_ia_shared *ia;  /* mapping of its IA region */
-	size_t ia_size;
-	struct zd_shm_chunk_map *chunks; /* ZD_SHM_CHUNK_SLOTS, lazily mapped */
-	pthread_mutex_t map_lock;        /* first mapping of a chunk only */
-};
-
 struct zd_shm_cq;
 struct zd_shm_srq;
 
-struct zd_shm_qplist {
-	uint32_t n;
-	struct zd_shm_qp *qp[];
-};
-
 struct zd_shm_ia {
 	struct zd_ia *ia;
-	struct zd_shm_region region;
+	struct zd_soft_region region;
 	struct zd_shm_ia_shared *sh;
 	pthread_mutex_t lock;             /* control path */
-	struct zd_shm_peer *peers;
-	struct zd_shm_cq *cqs;            /* for the waker */
+	struct zd_soft_peer *peers;       /* peer IAs (zd_soft_peer.h) */
+	struct zd_soft_cq *cqs;           /* for the waker */
 	uint32_t next_tag;
 	pthread_t waker;
 	uint32_t waker_seen;              /* doorbell value before the first arm */
@@ -251,30 +195,28 @@ struct zd_shm_ia {
 };
 
 struct zd_shm_cq {
-	struct zd_evd *evd;
+	struct zd_soft_cq soft;           /* evd, local ring, sia->cqs link */
 	struct zd_shm_ia *sia;
-	struct zd_ring *local;            /* MPSC: this process's own completions */
 	/* Receive QPs: copy-on-write, read by the poller only, which flags
 	 * itself in @polling around the walk (zd_shm_cq_poll); a writer
 	 * waits that out before freeing the old list (no urcu-bp read lock,
 	 * two library calls and two __tls_get_addr, on every poll). */
-	struct zd_shm_qplist *_Atomic recv_qps;
+	struct zd_soft_qplist *_Atomic recv_qps;
 	_Atomic uint32_t polling;
-	struct zd_shm_qplist *_Atomic send_qps;
+	struct zd_soft_qplist *_Atomic send_qps;
 	_Atomic uint32_t backlog;         /* QPs of send_qps with queued sends */
-	struct zd_shm_cq *next;           /* sia->cqs */
 };
 
 struct zd_shm_srq {
 	struct zd_srq *srq;
-	struct zd_shm_region region;
+	struct zd_soft_region region;
 	struct zd_shm_srq_shared *sh;
 	struct zd_shm_rq_slot *slots;
 	DAT_DTO_COOKIE *cookie;
 	uint32_t depth;
 	uint32_t pz_id;
 	_Atomic int lw_armed;
-	struct zd_shm_qplist *_Atomic qps;  /* EPs on this SRQ (RCU), for RNR rings */
+	struct zd_soft_qplist *_Atomic qps;  /* EPs on this SRQ (RCU), for RNR rings */
 };
 
 /* A queued (RNR) or not yet executed request. */
@@ -297,7 +239,7 @@ struct zd_shm_qp {
 	_Atomic uint32_t flushed;         /* qp_flush ran since create/reset */
 
 	/* ---- as target: own region, consumed by the recv CQ's poller ---- */
-	struct zd_shm_region region;
+	struct zd_soft_region region;
 	struct zd_shm_qp_shared *own;
 	struct zd_shm_rq_slot *rq;
 	struct zd_shm_comp *comp;
@@ -310,15 +252,15 @@ struct zd_shm_qp {
 	struct zd_shm_srq *srq;
 
 	/* ---- as initiator: the peer's regions ---- */
-	struct zd_shm_peer *peer;
-	struct zd_shm_region rregion;
+	struct zd_soft_peer *peer;        /* region: its IA's (zd_shm_peer_ia) */
+	struct zd_soft_region rregion;
 	struct zd_shm_qp_shared *remote;
 	struct zd_shm_rq_slot *rrq;
 	struct zd_shm_comp *rcomp;
 	uint8_t *reager;
 	uint32_t r_rq_depth, r_comp_depth, r_eager_slots, r_eager_size;
 	uint32_t r_tag, r_pz_id;
-	struct zd_shm_region rsrq_region;
+	struct zd_soft_region rsrq_region;
 	struct zd_shm_srq_shared *rsrq;
 	struct zd_shm_rq_slot *rsrq_slots;
 	uint32_t r_srq_depth;
@@ -334,14 +276,6 @@ struct zd_shm_qp {
 	_Atomic uint32_t sq_listed;       /* counted in req_cq->backlog */
 };
 
-/* ---- zd_shm_region.c ---- */
-int zd_shm_region_create(struct zd_shm_region *r, size_t size, const char *name);
-void zd_shm_region_destroy(struct zd_shm_region *r);
-/* Maps the peer's fd @fd (number in @pidfd's process; pidfd -1: this
- * process) of at least @size bytes; checks it is sealed against shrinking. */
-int zd_shm_region_map_remote(struct zd_shm_region *r, int pidfd, int fd, size_t size);
-void zd_shm_region_unmap(struct zd_shm_region *r);
-
 /* ---- zd_shm_mr.c ---- */
 uint32_t zd_shm_pz_id(const void *pz);
 DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr);
@@ -353,107 +287,22 @@ void zd_shm_rmr_unbind(struct zd_ia *ia, struct zd_rmr *rmr);
 int zd_shm_chunks_start(struct zd_shm_ia *sia);
 void zd_shm_chunks_stop(struct zd_shm_ia *sia);
 
-struct zd_shm_mr_view {
-	uint64_t addr, len;
-	uint32_t access, pz_id, chunk_slot;
-};
-
-/* Reads the entry of @key from @tab (any side's table; untrusted if remote);
- * false if it is not a live entry for @key. */
-static inline bool zd_shm_mr_read(const struct zd_shm_mr_entry *tab, uint32_t key,
-				  struct zd_shm_mr_view *v)
+/* The entry of @key in @tab (any side's table; untrusted if remote): the
+ * low key bits index it (zd_keys.c gives 20 index bits). */
+static inline bool zd_shm_mr_read(const struct zd_soft_mr_entry *tab, uint32_t key,
+				  struct zd_soft_mr_view *v)
 {
-	const struct zd_shm_mr_entry *e = &tab[key & (ZD_SHM_MR_ENTRIES - 1)];
-
-	for (int tries = 0; tries < 4; tries++) {
-		/* acquire: pairs with the release store ending the owner's
-		 * update in shm_mr_publish: the fields read below are at least
-		 * that update's. */
-		uint32_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
-		if (s1 & 1)
-			continue;
-		uint32_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
-		v->addr = atomic_load_explicit(&e->addr, memory_order_relaxed);
-		v->len = atomic_load_explicit(&e->len, memory_order_relaxed);
-		v->access = atomic_load_explicit(&e->access, memory_order_relaxed);
-		v->pz_id = atomic_load_explicit(&e->pz_id, memory_order_relaxed);
-		v->chunk_slot = atomic_load_explicit(&e->chunk_slot, memory_order_relaxed);
-		/* acquire fence: pairs with the owner's release fence after it
-		 * made seq odd: if a rewrite raced our reads, seq moved. */
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1)
-			continue;
-		return k == key && key != 0;
-	}
-	return false;
-}
-
-/* [addr, addr+len) inside the region, with @need access and PZ @pz_id. */
-static inline bool zd_shm_mr_allows(const struct zd_shm_mr_view *v, uint64_t addr,
-				    uint64_t len, uint32_t need, uint32_t pz_id)
-{
-	return (v->access & need) == need && v->pz_id == pz_id && addr >= v->addr &&
-	       len <= v->len && addr - v->addr <= v->len - len;
+	return zd_soft_mr_read(&tab[key & (ZD_SHM_MR_ENTRIES - 1)], key, v);
 }
 
 /* ---- zd_shm_peer.c ---- */
-struct zd_shm_peer *zd_shm_peer_get(struct zd_shm_ia *sia, const struct zd_shm_blob *b);
-void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_shm_peer *p);
-/* Local address of the peer's [raddr, raddr+len) through a chunk mapping or
- * identity (self); NULL when only cross-memory attach reaches it. */
-void *zd_shm_peer_ptr(struct zd_shm_peer *p, uint32_t chunk_slot, uint64_t raddr, uint64_t len);
-/* zd_shm_peer_ptr with the same-process case inline (the data path's). */
-static ZD_ALWAYS_INLINE void *zd_shm_peer_ptr_fast(struct zd_shm_peer *p, uint32_t chunk_slot,
-						   uint64_t raddr, uint64_t len)
+struct zd_soft_peer *zd_shm_peer_get(struct zd_shm_ia *sia, const struct zd_shm_blob *b);
+void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_soft_peer *p);
+/* The peer's IA region (its MR table, chunk table, doorbell). */
+static inline struct zd_shm_ia_shared *zd_shm_peer_ia(const struct zd_soft_peer *p)
 {
-	if (ZD_LIKELY(p->self))
-		return (void *)(uintptr_t)raddr;
-	return zd_shm_peer_ptr(p, chunk_slot, raddr, len);
+	return p->region.base;
 }
-
-/* Copies @len (> 0) bytes to peer memory we can address, the last byte
- * last: a release store after every other byte (see zd_shm_peer_copy).
- * Up to 17 bytes take two overlapping fixed-size loads and stores, no
- * call. */
-static ZD_ALWAYS_INLINE void zd_shm_copy_to_peer(void *dst, const void *src, uint64_t len)
-{
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-	uint64_t m = len - 1;   /* bytes before the last */
-
-	if (ZD_UNLIKELY(m > 16)) {
-		memcpy(d, s, m);
-	} else if (m >= 8) {
-		uint64_t a, b;
-
-		memcpy(&a, s, 8);
-		memcpy(&b, s + m - 8, 8);
-		memcpy(d, &a, 8);
-		memcpy(d + m - 8, &b, 8);
-	} else if (m >= 4) {
-		uint32_t a, b;
-
-		memcpy(&a, s, 4);
-		memcpy(&b, s + m - 4, 4);
-		memcpy(d, &a, 4);
-		memcpy(d + m - 4, &b, 4);
-	} else if (m >= 2) {
-		uint16_t a, b;
-
-		memcpy(&a, s, 2);
-		memcpy(&b, s + m - 2, 2);
-		memcpy(d, &a, 2);
-		memcpy(d + m - 2, &b, 2);
-	} else if (m == 1) {
-		d[0] = s[0];
-	}
-	/* release: every byte above is visible before the last. */
-	__atomic_store_n(d + m, s[m], __ATOMIC_RELEASE);
-}
-
-/* Copies between local segments and peer memory; 0 or -1 (peer gone). */
-int zd_shm_peer_copy(struct zd_shm_peer *p, bool to_peer, const struct iovec *local, int nlocal,
-		     const struct zd_shm_seg *remote, int nremote);
 /* Wakes the peer IA's sleeping consumers if any armed for @need (a mask of
  * ZD_SHM_ARMED_*), after a release store of what they wait for. */
 void zd_shm_peer_ring(struct zd_shm_ia_shared *ia, uint32_t need);
@@ -464,18 +313,17 @@ void zd_shm_cq_destroy(struct zd_evd *evd);
 int zd_shm_cq_poll(struct zd_evd *evd, int budget);
 DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out);
 void zd_shm_cq_arm(struct zd_evd *evd);
-/* Copy-on-write change of an RCU list of QPs (caller serialises); with
- * @polled, also waits out that CQ's poller (its recv_qps) before the old
- * list goes. */
-int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add,
-			 struct zd_shm_cq *polled);
 int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
 void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
 /* A DTO completion of this process into @cq (any thread), through the
  * local ring: receive flushes, which must stay behind the receives still
  * in the QPs' completion rings. */
-void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
-			DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len, DAT_DTOS op);
+static inline void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep,
+				      DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
+				      DAT_SEG_LENGTH len, DAT_DTOS op)
+{
+	zd_soft_cq_complete(&cq->soft, ep, cookie, st, len, op);
+}
 
 /* A request completion of this process into @cq (any thread): straight
  * into the EVD ring when the local ring is drained (zd_evd_cq_post_direct
@@ -486,7 +334,7 @@ static ZD_ALWAYS_INLINE void zd_shm_cq_complete_req(struct zd_shm_cq *cq, struct
 						    DAT_DTO_COMPLETION_STATUS st,
 						    DAT_SEG_LENGTH len, DAT_DTOS op)
 {
-	zd_evd_cq_post_direct(cq->local, cq->evd, ep, cookie, st, len, op);
+	zd_evd_cq_post_direct(cq->soft.local, cq->soft.evd, ep, cookie, st, len, op);
 }
 int zd_shm_waker_start(struct zd_shm_ia *sia);
 void zd_shm_waker_stop(struct zd_shm_ia *sia);

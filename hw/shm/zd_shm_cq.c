@@ -7,11 +7,11 @@
  *  - receive completions the peers produced in the completion rings of the
  *    QPs whose recv EVD this is (zd_shm_qp_reap), scanned in turn;
  *  - completions of this process's own DTOs (sends, RDMA, flushes), which
- *    any thread pushes into cq->local, an MPSC ring of DAT events.
- * Request completions skip the first step while cq->local is drained: the
+ *    any thread pushes into the local ring, an MPSC ring of DAT events.
+ * Request completions skip the first step while the local ring is drained: the
  * poster writes them straight into evd->ring (zd_shm_cq_complete_req; the
  * order argument is at zd_evd_cq_post_direct), so a dequeue finds them
- * without polling.  Receive flushes keep to cq->local: they must stay
+ * without polling.  Receive flushes keep to the local ring: they must stay
  * behind the receives still waiting in the completion rings.
  *
  * Waking a sleeping consumer: local completions notify evd->waiter
@@ -28,7 +28,7 @@
  * Pinned pollers (ZDAPL_POLLERS, evd/zd_poller.h): the EVD's poller is then
  * the only caller of zd_shm_cq_poll, and nothing here assumes that caller
  * is the EVD's consumer:
- *  - cq->local stays single-consumer: its consumer is whoever calls
+ *  - the local ring stays single-consumer: its consumer is whoever calls
  *    cq_poll, now the poller alone (zd_shm_cq_poll_one, the consumer's
  *    shortcut, is not called for a polled EVD);
  *  - posters that write request completions straight into evd->ring
@@ -66,46 +66,32 @@ DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth)
 {
 	struct zd_shm_ia *sia = evd->obj.ia->dev_priv;
 	struct zd_shm_cq *cq = calloc(1, sizeof(*cq));
-	uint32_t cap = depth < 128 ? 256 : (depth > (1u << 24) ? (1u << 25) : depth * 2);
+	DAT_RETURN ret;
 
 	if (!cq)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	cq->local = zd_ring_create(cap);
-	if (!cq->local) {
-		free(cq);
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	}
-	cq->evd = evd;
 	cq->sia = sia;
 	evd->marks_solicited = 1;  /* zd_shm_qp_reap marks solicited receives */
-	pthread_mutex_lock(&sia->lock);
-	cq->next = sia->cqs;
-	sia->cqs = cq;
-	pthread_mutex_unlock(&sia->lock);
+	ret = zd_soft_cq_init(&cq->soft, evd, depth, &sia->cqs, &sia->lock);
+	if (ret != DAT_SUCCESS) {
+		free(cq);
+		return ret;
+	}
 	evd->cq_priv = cq;
 	return DAT_SUCCESS;
 }
 
 void zd_shm_cq_destroy(struct zd_evd *evd)
 {
-	struct zd_shm_cq *cq = evd->cq_priv, **pp;
-	struct zd_shm_ia *sia;
+	struct zd_shm_cq *cq = evd->cq_priv;
 
 	if (!cq)
 		return;
-	sia = cq->sia;
-	pthread_mutex_lock(&sia->lock);
-	for (pp = &sia->cqs; *pp; pp = &(*pp)->next)
-		if (*pp == cq) {
-			*pp = cq->next;
-			break;
-		}
-	pthread_mutex_unlock(&sia->lock);
 	evd->cq_priv = NULL;
+	zd_soft_cq_fini(&cq->soft, &cq->sia->cqs, &cq->sia->lock);
 	/* EPs hold their EVDs: no QP is attached any more. */
 	free(atomic_load(&cq->recv_qps));
 	free(atomic_load(&cq->send_qps));
-	zd_ring_destroy(cq->local);
 	free(cq);
 }
 
@@ -114,14 +100,16 @@ void zd_shm_cq_destroy(struct zd_evd *evd)
  * then the heavy fence, then load polling; the poller stores polling,
  * then the light fence, then loads the list.  Either it loads the new
  * list, or we see it inside and wait for its release store leaving. */
-static void poller_wait(struct zd_shm_cq *cq)
+static void poller_wait(void *arg)
 {
+	struct zd_shm_cq *cq = arg;
+
 #ifdef ZD_TSAN
 	/* seq_cst store (caller) and loads: the Dekker pair without fences. */
 	while (atomic_load_explicit(&cq->polling, memory_order_seq_cst))
 		sched_yield();
 #else
-	zd_waiter_fence_heavy(&cq->evd->waiter);
+	zd_waiter_fence_heavy(&cq->soft.evd->waiter);
 	/* acquire: pairs with the poller's release store leaving the walk:
 	 * its reads of the old list and its QPs happen before our free. */
 	while (atomic_load_explicit(&cq->polling, memory_order_acquire))
@@ -129,41 +117,13 @@ static void poller_wait(struct zd_shm_cq *cq)
 #endif
 }
 
-int zd_shm_qplist_change(struct zd_shm_qplist *_Atomic *head, struct zd_shm_qp *qp, bool add,
-			 struct zd_shm_cq *polled)
-{
-	struct zd_shm_qplist *old = atomic_load(head), *fresh;
-	uint32_t n = old ? old->n : 0, k = 0;
-
-	fresh = malloc(sizeof(*fresh) + (n + 1) * sizeof(fresh->qp[0]));
-	if (!fresh)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
-		if (old->qp[i] != qp)
-			fresh->qp[k++] = old->qp[i];
-	if (add)
-		fresh->qp[k++] = qp;
-	fresh->n = k;
-	/* seq_cst: the store half of poller_wait's Dekker (release for
-	 * the list's contents). */
-	atomic_store_explicit(head, fresh, memory_order_seq_cst);
-	if (polled) {
-		poller_wait(polled);
-	} else {
-		/* Readers iterate under rcu_read_lock: wait them out. */
-		synchronize_rcu();
-	}
-	free(old);
-	return 0;
-}
-
 int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 {
 	int rc;
 
 	pthread_mutex_lock(&cq->sia->lock);
-	rc = recv ? zd_shm_qplist_change(&cq->recv_qps, qp, true, cq)
-		  : zd_shm_qplist_change(&cq->send_qps, qp, true, NULL);
+	rc = recv ? zd_soft_qplist_change(&cq->recv_qps, qp, true, poller_wait, cq)
+		  : zd_soft_qplist_change(&cq->send_qps, qp, true, NULL, NULL);
 	pthread_mutex_unlock(&cq->sia->lock);
 	return rc;
 }
@@ -173,27 +133,16 @@ void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 	pthread_mutex_lock(&cq->sia->lock);
 	/* On ENOMEM keep the QP listed; it is then a flushed, empty QP. */
 	if (recv)
-		zd_shm_qplist_change(&cq->recv_qps, qp, false, cq);
+		zd_soft_qplist_change(&cq->recv_qps, qp, false, poller_wait, cq);
 	else
-		zd_shm_qplist_change(&cq->send_qps, qp, false, NULL);
+		zd_soft_qplist_change(&cq->send_qps, qp, false, NULL, NULL);
 	pthread_mutex_unlock(&cq->sia->lock);
-}
-
-void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
-			DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len, DAT_DTOS op)
-{
-	const DAT_DTO_COMPLETION_EVENT_DATA dto = {
-		.ep_handle = ep, .user_cookie = cookie, .status = st,
-		.transfered_length = len, .operation = op,
-	};
-
-	zd_evd_cq_post(cq->local, cq->evd, &dto);
 }
 
 int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_shm_cq *cq = evd->cq_priv;
-	struct zd_shm_qplist *l;
+	struct zd_soft_qplist *l;
 	int n = 0;
 
 	if (ZD_UNLIKELY(!cq))
@@ -223,15 +172,15 @@ int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 			zd_shm_qp_progress_sq(l->qp[i]);
 		rcu_read_unlock();
 	}
-	return n + zd_evd_cq_drain(cq->local, evd, budget - n);
+	return n + zd_soft_cq_drain(&cq->soft, budget - n);
 }
 
 /*
  * cq_poll_one (core/zd_device.h): with no receive QP and no queued send
- * (nothing to reap first), the next completion of cq->local straight into
+ * (nothing to reap first), the next completion of the local ring straight into
  * the consumer's DAT_EVENT.  It is checked against the EVD after its slot
  * reads as published (zd_evd_direct_ok), and freed only once copied out:
- * a poster that then finds cq->local drained and goes direct
+ * a poster that then finds the local ring drained and goes direct
  * (zd_evd_cq_post_direct) is behind it, as after a cq_poll drain.
  */
 DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
@@ -244,12 +193,12 @@ DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
 	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed) ||
 	    atomic_load_explicit(&cq->backlog, memory_order_relaxed))
 		goto slow;
-	s = zd_ring_front(cq->local);
+	s = zd_ring_front(cq->soft.local);
 	if (!s)
 		return DAT_QUEUE_EMPTY;
 	if (ZD_UNLIKELY(!zd_evd_direct_ok(evd)))
 		goto slow;
-	zd_ring_take_front(cq->local, s, out);
+	zd_ring_take_front(cq->soft.local, s, out);
 	return DAT_SUCCESS;
 slow:
 	zd_shm_cq_poll(evd, zd_evd_room(evd));
@@ -303,8 +252,7 @@ static void *waker_main(void *arg)
 		 * by the next ring; one that armed before is woken now. */
 		atomic_store_explicit(&sh->armed, 0, memory_order_seq_cst);
 		pthread_mutex_lock(&sia->lock);
-		for (struct zd_shm_cq *cq = sia->cqs; cq; cq = cq->next)
-			zd_evd_wake(cq->evd);
+		zd_soft_cq_wake_all(sia->cqs);
 		pthread_mutex_unlock(&sia->lock);
 	}
 	return NULL;

@@ -53,7 +53,7 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	sia->ia = ia;
 	pthread_mutex_init(&sia->lock, NULL);
 	/* The MR table is sparse: pages appear as keys get used. */
-	if (zd_shm_region_create(&sia->region, sizeof(struct zd_shm_ia_shared),
+	if (zd_soft_region_create(&sia->region, sizeof(struct zd_shm_ia_shared),
 				 "zdapl-shm-ia") != 0)
 		goto err;
 	sia->sh = sia->region.base;
@@ -69,7 +69,7 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	}
 	return DAT_SUCCESS;
 err:
-	zd_shm_region_destroy(&sia->region);
+	zd_soft_region_destroy(&sia->region);
 	pthread_mutex_destroy(&sia->lock);
 	free(sia);
 	return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
@@ -83,7 +83,7 @@ static void shm_ia_close(struct zd_ia *ia)
 		return;
 	zd_shm_waker_stop(sia);
 	zd_shm_chunks_stop(sia);
-	zd_shm_region_destroy(&sia->region);
+	zd_soft_region_destroy(&sia->region);
 	pthread_mutex_destroy(&sia->lock);
 	free(sia);
 	ia->dev_priv = NULL;

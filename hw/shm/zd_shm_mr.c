@@ -22,45 +22,15 @@ uint32_t zd_shm_pz_id(const void *pz)
 		  : 0;
 }
 
-static void seq_begin(_Atomic uint32_t *seq)
-{
-	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	/* release fence: pairs with the readers' acquire fence in
-	 * zd_shm_mr_read: a reader that sees any field below sees seq odd. */
-	atomic_thread_fence(memory_order_release);
-}
-
-static void seq_end(_Atomic uint32_t *seq)
-{
-	/* release: pairs with the readers' acquire load of seq. */
-	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
-			      memory_order_release);
-}
-
+/* The owner's chunk slot holding [addr, addr + len), or NO_CHUNK. */
 static uint32_t chunk_slot_of(struct zd_shm_ia *sia, uint64_t addr, uint64_t len)
 {
-	struct zd_chunk_ref ref;
-
-	if (!zd_chunk_lookup((const void *)(uintptr_t)addr, len, &ref))
-		return ZD_SHM_NO_CHUNK;
-	for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
-		if (atomic_load_explicit(&sia->sh->chunks[i].id, memory_order_relaxed) == ref.id)
-			return i;
-	return ZD_SHM_NO_CHUNK;
+	return zd_soft_chunk_find(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS, addr, len);
 }
 
-static void mr_publish(struct zd_shm_mr_entry *e, uint32_t key, uint64_t addr, uint64_t len,
-		       uint32_t access, uint32_t pz_id, uint32_t chunk_slot)
+static void mr_clear(struct zd_soft_mr_entry *e)
 {
-	seq_begin(&e->seq);
-	atomic_store_explicit(&e->key, key, memory_order_relaxed);
-	atomic_store_explicit(&e->addr, addr, memory_order_relaxed);
-	atomic_store_explicit(&e->len, len, memory_order_relaxed);
-	atomic_store_explicit(&e->access, access, memory_order_relaxed);
-	atomic_store_explicit(&e->pz_id, pz_id, memory_order_relaxed);
-	atomic_store_explicit(&e->chunk_slot, chunk_slot, memory_order_relaxed);
-	seq_end(&e->seq);
+	zd_soft_mr_publish(e, 0, 0, 0, 0, 0, ZD_SOFT_NO_CHUNK);
 }
 
 DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr)
@@ -73,8 +43,9 @@ DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr)
 	    lmr->rkey != lmr->lkey)
 		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
 	pthread_mutex_lock(&sia->lock);
-	mr_publish(&sia->sh->mr[idx], lmr->lkey, lmr->addr, lmr->length, (uint32_t)lmr->priv,
-		   zd_shm_pz_id(lmr->pz), chunk_slot_of(sia, lmr->addr, lmr->length));
+	zd_soft_mr_publish(&sia->sh->mr[idx], lmr->lkey, lmr->addr, lmr->length,
+			   (uint32_t)lmr->priv, zd_shm_pz_id(lmr->pz),
+			   chunk_slot_of(sia, lmr->addr, lmr->length));
 	pthread_mutex_unlock(&sia->lock);
 	return DAT_SUCCESS;
 }
@@ -86,7 +57,7 @@ void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
 
 	pthread_mutex_lock(&sia->lock);
 	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == lmr->lkey)
-		mr_publish(&sia->sh->mr[idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
+		mr_clear(&sia->sh->mr[idx]);
 	pthread_mutex_unlock(&sia->lock);
 }
 
@@ -112,24 +83,24 @@ DAT_RETURN zd_shm_rmr_bind(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rk
 	if (rmr->rkey) {
 		uint64_t addr = rmr->window.virtual_address, len = rmr->window.segment_length;
 
-		mr_publish(&sia->sh->mr[idx], rmr->rkey, addr, len,
-			   (uint32_t)(rmr->priv & (DAT_MEM_PRIV_REMOTE_READ_FLAG |
-						   DAT_MEM_PRIV_REMOTE_WRITE_FLAG)),
-			   zd_shm_pz_id(rmr->pz), chunk_slot_of(sia, addr, len));
+		zd_soft_mr_publish(&sia->sh->mr[idx], rmr->rkey, addr, len,
+				   (uint32_t)(rmr->priv & (DAT_MEM_PRIV_REMOTE_READ_FLAG |
+							   DAT_MEM_PRIV_REMOTE_WRITE_FLAG)),
+				   zd_shm_pz_id(rmr->pz), chunk_slot_of(sia, addr, len));
 	}
 	if (old_rkey && atomic_load_explicit(&sia->sh->mr[old_idx].key, memory_order_relaxed) ==
 				old_rkey)
-		mr_publish(&sia->sh->mr[old_idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
+		mr_clear(&sia->sh->mr[old_idx]);
 	pthread_mutex_unlock(&sia->lock);
 
 	/* The bind executed at once, as the DTOs do: its completion follows
 	 * theirs in the request CQ's local ring. */
 	if (ev && qp && qp->req_cq) {
-		struct zd_evd *evd = qp->req_cq->evd;
+		struct zd_evd *evd = qp->req_cq->soft.evd;
 		DAT_EVENT e = *ev;
 
 		e.evd_handle = evd;
-		if (!zd_ring_enqueue(qp->req_cq->local, &e))
+		if (!zd_ring_enqueue(qp->req_cq->soft.local, &e))
 			zd_evd_post(evd, &e, 1);
 		else
 			zd_evd_wake(evd);
@@ -148,48 +119,23 @@ void zd_shm_rmr_unbind(struct zd_ia *ia, struct zd_rmr *rmr)
 		return;
 	pthread_mutex_lock(&sia->lock);
 	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == rmr->rkey)
-		mr_publish(&sia->sh->mr[idx], 0, 0, 0, 0, 0, ZD_SHM_NO_CHUNK);
+		mr_clear(&sia->sh->mr[idx]);
 	pthread_mutex_unlock(&sia->lock);
 }
 
 static int chunk_listener(void *arg, enum zd_chunk_event ev, const struct zd_chunk_ref *c)
 {
 	struct zd_shm_ia *sia = arg;
-	struct zd_shm_chunk_entry *tab = sia->sh->chunks;
-	int ret = 0;
 
 	pthread_mutex_lock(&sia->lock);
-	if (ev == ZD_CHUNK_ADD) {
-		uint32_t i;
-
-		for (i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
-			if (atomic_load_explicit(&tab[i].id, memory_order_relaxed) == 0)
-				break;
-		if (i == ZD_SHM_CHUNK_SLOTS) {
-			/* Not reachable by peers through a mapping; they fall
-			 * back to cross-memory attach. */
-			goto out;
-		}
-		seq_begin(&tab[i].seq);
-		atomic_store_explicit(&tab[i].fd, c->fd, memory_order_relaxed);
-		atomic_store_explicit(&tab[i].base, (uint64_t)(uintptr_t)c->base,
-				      memory_order_relaxed);
-		atomic_store_explicit(&tab[i].len, c->len, memory_order_relaxed);
-		atomic_store_explicit(&tab[i].id, c->id, memory_order_relaxed);
-		seq_end(&tab[i].seq);
-	} else {
-		for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++) {
-			if (atomic_load_explicit(&tab[i].id, memory_order_relaxed) != c->id)
-				continue;
-			seq_begin(&tab[i].seq);
-			atomic_store_explicit(&tab[i].id, 0, memory_order_relaxed);
-			atomic_store_explicit(&tab[i].fd, -1, memory_order_relaxed);
-			seq_end(&tab[i].seq);
-		}
-	}
-out:
+	/* A full table leaves the chunk to cross-memory attach. */
+	if (ev == ZD_CHUNK_ADD)
+		zd_soft_chunk_publish(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS, c->id, c->fd,
+				      (uint64_t)(uintptr_t)c->base, c->len);
+	else
+		zd_soft_chunk_retract(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS, c->id);
 	pthread_mutex_unlock(&sia->lock);
-	return ret;
+	return 0;
 }
 
 int zd_shm_chunks_start(struct zd_shm_ia *sia)

@@ -17,7 +17,7 @@
  *    suppressed or unsignalled success.
  * The common RDMA (one segment, a target memcpy reaches) has its own path,
  * post_rdma, with no iovec and a fixed-size copy for small messages
- * (zd_shm_copy_to_peer, last byte last); instructions per 8-byte RDMA
+ * (zd_soft_copy_to_peer, last byte last); instructions per 8-byte RDMA
  * write post plus dequeue of its completion: tools/instr_count.sh.
  * A send that finds neither a receive nor eager room is queued (RNR) and
  * retried by the next post or progress of the request EVD; later DTOs of
@@ -66,10 +66,10 @@ static ZD_ALWAYS_INLINE void req_complete(struct zd_shm_qp *qp, DAT_DTO_COOKIE c
 static ZD_ALWAYS_INLINE bool local_seg_ok(const struct zd_shm_qp *qp,
 					  const DAT_LMR_TRIPLET *iov, uint32_t need)
 {
-	struct zd_shm_mr_view v;
+	struct zd_soft_mr_view v;
 
 	return zd_shm_mr_read(qp->sia->sh->mr, iov->lmr_context, &v) &&
-	       zd_shm_mr_allows(&v, iov->virtual_address, iov->segment_length, need, qp->pz_id);
+	       zd_soft_mr_allows(&v, iov->virtual_address, iov->segment_length, need, qp->pz_id);
 }
 
 /* Local segments -> iovecs, checking key, bounds, access and PZ. */
@@ -99,20 +99,20 @@ bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
 	uint64_t total = 0;
 
 	for (DAT_COUNT i = 0; i < n; i++) {
-		struct zd_shm_mr_view v;
+		struct zd_soft_mr_view v;
 		uint64_t len = iov[i].segment_length;
 
 		slot->seg[i].addr = iov[i].virtual_address;
 		slot->seg[i].len = (uint32_t)len;
-		slot->seg[i].chunk_slot = ZD_SHM_NO_CHUNK;
+		slot->seg[i].chunk = ZD_SOFT_NO_CHUNK;
 		if (len == 0)
 			continue;
 		if (!zd_shm_mr_read(sia->sh->mr, iov[i].lmr_context, &v) ||
-		    !zd_shm_mr_allows(&v, iov[i].virtual_address, len,
+		    !zd_soft_mr_allows(&v, iov[i].virtual_address, len,
 				      DAT_MEM_PRIV_LOCAL_WRITE_FLAG, pz_id))
 			return false;
 		/* The region's chunk holds every segment inside it. */
-		slot->seg[i].chunk_slot = v.chunk_slot;
+		slot->seg[i].chunk = v.chunk;
 		total += len;
 	}
 	slot->nseg = (uint32_t)n;
@@ -127,7 +127,7 @@ bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
  * segment through memcpy (exec_rdma). */
 static __attribute__((noinline)) int rdma_copy_sg(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
 						  const DAT_LMR_TRIPLET *iov,
-						  const struct zd_shm_seg *rseg)
+						  const struct zd_soft_seg *rseg)
 {
 	struct iovec liov[ZD_SHM_MAX_SEGS];
 
@@ -135,7 +135,7 @@ static __attribute__((noinline)) int rdma_copy_sg(struct zd_shm_qp *qp, bool wri
 		liov[i].iov_base = (void *)(uintptr_t)iov[i].virtual_address;
 		liov[i].iov_len = iov[i].segment_length;
 	}
-	if (ZD_UNLIKELY(zd_shm_peer_copy(qp->peer, write, liov, (int)n, rseg, 1) != 0))
+	if (ZD_UNLIKELY(zd_soft_peer_copy(qp->peer, write, liov, (int)n, rseg, 1) != 0))
 		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
 	return DAT_DTO_SUCCESS;
 }
@@ -145,8 +145,8 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 				      const DAT_RMR_TRIPLET *remote, uint64_t *done)
 {
 	const uint32_t lneed = write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
-	struct zd_shm_mr_view v;
-	struct zd_shm_seg rseg;
+	struct zd_soft_mr_view v;
+	struct zd_soft_seg rseg;
 	uint64_t total = 0;
 
 	if (ZD_LIKELY(n == 1)) {
@@ -168,8 +168,8 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 		return DAT_DTO_ERR_FLUSHED;
 	/* The target's own table, the target QP's PZ: both as the target
 	 * published them; a lying target only hurts itself. */
-	if (ZD_UNLIKELY(!zd_shm_mr_read(qp->peer->ia->mr, remote->rmr_context, &v) ||
-			!zd_shm_mr_allows(&v, remote->virtual_address, total ? total : 1,
+	if (ZD_UNLIKELY(!zd_shm_mr_read(zd_shm_peer_ia(qp->peer)->mr, remote->rmr_context, &v) ||
+			!zd_soft_mr_allows(&v, remote->virtual_address, total ? total : 1,
 					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
 						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		return DAT_DTO_ERR_REMOTE_ACCESS;
@@ -178,13 +178,13 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 		return DAT_DTO_SUCCESS;
 	if (ZD_LIKELY(n == 1)) {
 		/* Same process, or the target lies in a pool chunk we mapped. */
-		void *p = zd_shm_peer_ptr_fast(qp->peer, v.chunk_slot, remote->virtual_address,
+		void *p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address,
 					       total);
 		void *l = (void *)(uintptr_t)iov->virtual_address;
 
 		if (ZD_LIKELY(p != NULL)) {
 			if (write)
-				zd_shm_copy_to_peer(p, l, total);
+				zd_soft_copy_to_peer(p, l, total);
 			else
 				memcpy(l, p, total);
 			return DAT_DTO_SUCCESS;
@@ -192,7 +192,7 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 	}
 	rseg.addr = remote->virtual_address;
 	rseg.len = (uint32_t)total;
-	rseg.chunk_slot = v.chunk_slot;
+	rseg.chunk = v.chunk;
 	return rdma_copy_sg(qp, write, n, iov, &rseg);
 }
 
@@ -213,7 +213,7 @@ static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int 
 	 * zd_shm_qp_reap: the entry and the data it announces are visible. */
 	atomic_store_explicit(&qp->remote->comp_tail, qp->comp_tail, memory_order_release);
 	/* A consumer in solicited wait sleeps through plain receives. */
-	zd_shm_peer_ring(qp->peer->ia, (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ||
+	zd_shm_peer_ring(zd_shm_peer_ia(qp->peer), (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ||
 				       status != DAT_DTO_SUCCESS ? ZD_SHM_RING_ALWAYS
 								 : ZD_SHM_ARMED_ANY);
 }
@@ -224,7 +224,7 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 	struct zd_shm_qp_shared *r = qp->remote;
 	struct iovec liov[ZD_SHM_MAX_SEGS];
 	struct zd_shm_rq_slot *slot = NULL;
-	struct zd_shm_seg segs[ZD_SHM_MAX_SEGS];
+	struct zd_soft_seg segs[ZD_SHM_MAX_SEGS];
 	uint64_t total, pos = 0, eager_head;
 	uint32_t nseg, tag = 0;
 	int st = DAT_DTO_SUCCESS, rst = DAT_DTO_SUCCESS;
@@ -279,7 +279,7 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 			rst = DAT_DTO_ERR_LOCAL_LENGTH;
 		} else {
 			memcpy(segs, slot->seg, nseg * sizeof(segs[0]));
-			if (zd_shm_peer_copy(qp->peer, true, liov, (int)n, segs, (int)nseg) != 0) {
+			if (zd_soft_peer_copy(qp->peer, true, liov, (int)n, segs, (int)nseg) != 0) {
 				st = DAT_DTO_ERR_REMOTE_RESPONDER;
 				rst = DAT_DTO_ERR_LOCAL_PROTECTION;
 			}
@@ -475,7 +475,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 					     DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
-	struct zd_shm_mr_view v;
+	struct zd_soft_mr_view v;
 	uint64_t len;
 	void *p;
 
@@ -492,16 +492,16 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 						     : DAT_MEM_PRIV_LOCAL_WRITE_FLAG) ||
 			atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
 		goto any;
-	if (ZD_UNLIKELY(!zd_shm_mr_read(qp->peer->ia->mr, remote->rmr_context, &v) ||
-			!zd_shm_mr_allows(&v, remote->virtual_address, len,
+	if (ZD_UNLIKELY(!zd_shm_mr_read(zd_shm_peer_ia(qp->peer)->mr, remote->rmr_context, &v) ||
+			!zd_soft_mr_allows(&v, remote->virtual_address, len,
 					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
 						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		goto any;
-	p = zd_shm_peer_ptr_fast(qp->peer, v.chunk_slot, remote->virtual_address, len);
+	p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address, len);
 	if (ZD_UNLIKELY(!p))
 		goto any;
 	if (write)
-		zd_shm_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
+		zd_soft_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
 	else
 		memcpy((void *)(uintptr_t)iov->virtual_address, p, len);
 	req_complete(qp, cookie, DAT_DTO_SUCCESS, len,
@@ -612,5 +612,5 @@ void zd_shm_qp_rnr_ring(struct zd_shm_qp *qp)
 	atomic_store_explicit(&qp->own->rnr_wait, 0, memory_order_relaxed);
 	/* acquire: pairs with the release store of qp->remote in connect. */
 	if (__atomic_load_n(&qp->remote, __ATOMIC_ACQUIRE) && qp->peer)
-		zd_shm_peer_ring(qp->peer->ia, ZD_SHM_RING_ALWAYS);
+		zd_shm_peer_ring(zd_shm_peer_ia(qp->peer), ZD_SHM_RING_ALWAYS);
 }

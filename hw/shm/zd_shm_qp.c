@@ -96,7 +96,7 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	qp->comp_depth = pow2_at_least((uint64_t)qp->rq_depth + ZD_SHM_EAGER_SLOTS + srq_depth, 64);
 	if (!qp_layout(qp->rq_depth, qp->comp_depth, ZD_SHM_EAGER_SLOTS, ZD_SHM_EAGER_SIZE, &l))
 		goto err;
-	if (zd_shm_region_create(&qp->region, l.size, "zdapl-shm-qp") != 0)
+	if (zd_soft_region_create(&qp->region, l.size, "zdapl-shm-qp") != 0)
 		goto err;
 	qp->own = qp->region.base;
 	qp->own->magic = ZD_SHM_MAGIC_QP;
@@ -144,7 +144,7 @@ err_recv:
 err:
 	free(qp->sq);
 	free(qp->rq_cookie);
-	zd_shm_region_destroy(&qp->region);
+	zd_soft_region_destroy(&qp->region);
 	free(qp);
 	return ret;
 }
@@ -174,8 +174,8 @@ size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 
 static void qp_unmap_peer(struct zd_shm_qp *qp)
 {
-	zd_shm_region_unmap(&qp->rregion);
-	zd_shm_region_unmap(&qp->rsrq_region);
+	zd_soft_region_unmap(&qp->rregion);
+	zd_soft_region_unmap(&qp->rsrq_region);
 	qp->remote = NULL;
 	qp->rsrq = NULL;
 	if (qp->peer)
@@ -200,7 +200,7 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	qp->peer = zd_shm_peer_get(qp->sia, &b);
 	if (!qp->peer)
 		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
-	if (zd_shm_region_map_remote(&qp->rregion, qp->peer->pidfd, b.qp_fd, b.qp_size) != 0)
+	if (zd_soft_peer_map(qp->peer, b.qp_fd, b.qp_size, &qp->rregion) != 0)
 		goto err;
 	r = qp->rregion.base;
 	/* Read the geometry once, validate it, and never trust it again. */
@@ -222,8 +222,7 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 		struct zd_shm_srq_shared *s;
 
 		if (b.srq_size < sizeof(*s) || b.srq_size > (1ull << 32) ||
-		    zd_shm_region_map_remote(&qp->rsrq_region, qp->peer->pidfd, b.srq_fd,
-					     b.srq_size) != 0)
+		    zd_soft_peer_map(qp->peer, b.srq_fd, b.srq_size, &qp->rsrq_region) != 0)
 			goto err;
 		s = qp->rsrq_region.base;
 		if (s->magic != ZD_SHM_MAGIC_SRQ || !s->depth || (s->depth & (s->depth - 1)) ||
@@ -316,7 +315,7 @@ void zd_shm_qp_flush(struct zd_ep *ep)
 	/* Queued sends are flushed by the next progress of the request EVD
 	 * (they keep it counted in req_cq->backlog). */
 	if (qp->req_cq)
-		zd_evd_wake(qp->req_cq->evd);
+		zd_evd_wake(qp->req_cq->soft.evd);
 }
 
 DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
@@ -356,7 +355,7 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 	/* Receives the peer filled but nobody reaped: report them flushed. */
 	zd_shm_qp_flush_recvs(qp, true);
 	qp_unmap_peer(qp);
-	zd_shm_region_destroy(&qp->region);
+	zd_soft_region_destroy(&qp->region);
 	free(qp->rq_cookie);
 	free(qp->sq);
 	free(qp);
@@ -369,7 +368,7 @@ static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
 		       DAT_DTO_COMPLETION_STATUS st, uint32_t len, bool solicited)
 {
 	DAT_EVENT ev;
-	struct zd_evd *evd = qp->recv_cq->evd;
+	struct zd_evd *evd = qp->recv_cq->soft.evd;
 
 	ev.event_number = DAT_DTO_COMPLETION_EVENT;
 	/* The sender's DAT_COMPLETION_SOLICITED_WAIT_FLAG, for solicited wait. */

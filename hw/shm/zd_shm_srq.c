@@ -40,7 +40,7 @@ DAT_RETURN zd_shm_srq_create(struct zd_srq *srq)
 	s->pz_id = zd_shm_pz_id(srq->pz);
 	s->cookie = calloc(s->depth, sizeof(*s->cookie));
 	if (!s->cookie ||
-	    zd_shm_region_create(&s->region, slots_off + (uint64_t)s->depth *
+	    zd_soft_region_create(&s->region, slots_off + (uint64_t)s->depth *
 				 sizeof(struct zd_shm_rq_slot), "zdapl-shm-srq") != 0)
 		goto err;
 	s->sh = s->region.base;
@@ -72,7 +72,7 @@ void zd_shm_srq_destroy(struct zd_srq *srq)
 
 	if (!s)
 		return;
-	zd_shm_region_destroy(&s->region);
+	zd_soft_region_destroy(&s->region);
 	free(atomic_load(&s->qps));
 	free(s->cookie);
 	free(s);
@@ -136,7 +136,7 @@ DAT_RETURN zd_shm_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_T
 
 void zd_shm_srq_rnr_ring(struct zd_shm_srq *s)
 {
-	struct zd_shm_qplist *l;
+	struct zd_soft_qplist *l;
 
 	atomic_store_explicit(&s->sh->rnr_wait, 0, memory_order_relaxed);
 	rcu_read_lock();
@@ -152,7 +152,7 @@ int zd_shm_srq_attach(struct zd_shm_srq *s, struct zd_shm_qp *qp, bool add)
 	int rc;
 
 	pthread_mutex_lock(&sia->lock);
-	rc = zd_shm_qplist_change(&s->qps, qp, add, NULL);
+	rc = zd_soft_qplist_change(&s->qps, qp, add, NULL, NULL);
 	pthread_mutex_unlock(&sia->lock);
 	return rc;
 }

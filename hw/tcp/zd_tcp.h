@@ -127,6 +127,7 @@
 #include "core/zd_compiler.h"
 #include "core/zd_device.h"
 #include "evd/zd_ring.h"
+#include "hw/soft/zd_soft_cq.h"
 #include "hw/tcp/zd_tcp_wire.h"
 
 #define ZD_TCP_MAX_SEGS      16
@@ -148,16 +149,11 @@ struct zd_tcp_cq;
 struct zd_tcp_qp;
 struct zd_tcp_srq;
 
-struct zd_tcp_qplist {
-	uint32_t n;
-	struct zd_tcp_qp *qp[];
-};
-
 struct zd_tcp_ia {
 	struct zd_ia *ia;
 	pthread_mutex_t lock;             /* control path: lists, waker */
 	struct zd_tcp_qp *qps;            /* every QP (waker checks membership) */
-	struct zd_tcp_cq *cqs;            /* every CQ (the waker wakes them all) */
+	struct zd_soft_cq *cqs;           /* every CQ (the waker wakes them all) */
 	int epfd;                         /* the waker's set */
 	int stopfd;                       /* eventfd: waker exits */
 	pthread_t waker;
@@ -171,11 +167,9 @@ struct zd_tcp_cq {
 	 * notes the count before its sleep.  Own line: the consumer writes it. */
 	_Atomic uint64_t polls ZD_CACHE_ALIGNED;
 	_Atomic uint64_t arm_polls;
-	struct zd_evd *evd ZD_CACHE_ALIGNED;
+	struct zd_soft_cq soft ZD_CACHE_ALIGNED;  /* evd, local ring, tia->cqs link */
 	struct zd_tcp_ia *tia;
-	struct zd_ring *local;            /* MPSC: completions of any thread */
-	struct zd_tcp_qplist *_Atomic qps;  /* RCU: QPs feeding this CQ */
-	struct zd_tcp_cq *next;           /* tia->cqs */
+	struct zd_soft_qplist *_Atomic qps;  /* RCU: QPs feeding this CQ */
 };
 
 /* One posted receive (RQ or SRQ): segments checked at post time. */

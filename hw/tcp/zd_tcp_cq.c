@@ -29,22 +29,17 @@ DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth)
 	/* aligned: the consumer's counters have their own line (the size
 	 * is a multiple of it) */
 	struct zd_tcp_cq *cq = aligned_alloc(ZD_CACHE_LINE, sizeof(*cq));
-	uint32_t cap = depth < 128 ? 256 : (depth > (1u << 24) ? (1u << 25) : depth * 2);
+	DAT_RETURN ret;
 
 	if (!cq)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	memset(cq, 0, sizeof(*cq));
-	cq->local = zd_ring_create(cap);
-	if (!cq->local) {
-		free(cq);
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	}
-	cq->evd = evd;
 	cq->tia = evd->obj.ia->dev_priv;
-	pthread_mutex_lock(&cq->tia->lock);
-	cq->next = cq->tia->cqs;
-	cq->tia->cqs = cq;
-	pthread_mutex_unlock(&cq->tia->lock);
+	ret = zd_soft_cq_init(&cq->soft, evd, depth, &cq->tia->cqs, &cq->tia->lock);
+	if (ret != DAT_SUCCESS) {
+		free(cq);
+		return ret;
+	}
 	evd->cq_priv = cq;
 	return DAT_SUCCESS;
 }
@@ -55,57 +50,30 @@ void zd_tcp_cq_destroy(struct zd_evd *evd)
 
 	if (!cq)
 		return;
-	pthread_mutex_lock(&cq->tia->lock);
-	for (struct zd_tcp_cq **pp = &cq->tia->cqs; *pp; pp = &(*pp)->next)
-		if (*pp == cq) {
-			*pp = cq->next;
-			break;
-		}
-	pthread_mutex_unlock(&cq->tia->lock);
 	evd->cq_priv = NULL;
+	zd_soft_cq_fini(&cq->soft, &cq->tia->cqs, &cq->tia->lock);
 	/* EPs hold their EVDs: no QP is attached any more. */
 	free(atomic_load(&cq->qps));
-	zd_ring_destroy(cq->local);
 	free(cq);
 }
 
 /* Copy-on-write change of the CQ's QP list (caller holds tia->lock). */
 int zd_tcp_cq_attach(struct zd_tcp_cq *cq, struct zd_tcp_qp *qp, bool add)
 {
-	struct zd_tcp_qplist *old = atomic_load(&cq->qps), *fresh;
-	uint32_t n = old ? old->n : 0, k = 0;
-
-	fresh = malloc(sizeof(*fresh) + (n + 1) * sizeof(fresh->qp[0]));
-	if (!fresh)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
-		if (old->qp[i] != qp)
-			fresh->qp[k++] = old->qp[i];
-	if (add)
-		fresh->qp[k++] = qp;
-	fresh->n = k;
-	rcu_assign_pointer(cq->qps, fresh);
-	/* Pollers iterate under rcu_read_lock: wait them out before free. */
-	synchronize_rcu();
-	free(old);
-	return 0;
+	return zd_soft_qplist_change(&cq->qps, qp, add, NULL, NULL);
 }
 
 void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, uint64_t len, DAT_DTOS op)
 {
-	const DAT_DTO_COMPLETION_EVENT_DATA dto = {
-		.ep_handle = ep, .user_cookie = cookie, .status = st,
-		.transfered_length = st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0, .operation = op,
-	};
-
-	zd_evd_cq_post(cq->local, cq->evd, &dto);
+	zd_soft_cq_complete(&cq->soft, ep, cookie, st,
+			    st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0, op);
 }
 
 int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_tcp_cq *cq = evd->cq_priv;
-	struct zd_tcp_qplist *l;
+	struct zd_soft_qplist *l;
 	int n = 0;
 
 	if (ZD_UNLIKELY(!cq))
@@ -120,7 +88,7 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 			zd_tcp_qp_progress(l->qp[i], ZD_TCP_W_TX | ZD_TCP_W_RX);
 		rcu_read_unlock();
 	}
-	if (ZD_UNLIKELY(zd_ring_peek(cq->local) == NULL) && !evd->poller) {
+	if (ZD_UNLIKELY(zd_ring_peek(cq->soft.local) == NULL) && !evd->poller) {
 		/* Idle: drive the other EPs of the IA too (a peer may wait
 		 * for one this thread does not poll, as with dapltest's
 		 * per-EP EVDs).  A try-lock: never waits on the control path.
@@ -136,7 +104,7 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 			pthread_mutex_unlock(&tia->lock);
 		}
 	}
-	return n + zd_evd_cq_drain(cq->local, evd, budget - n);
+	return n + zd_soft_cq_drain(&cq->soft, budget - n);
 }
 
 void zd_tcp_cq_arm(struct zd_evd *evd)
@@ -296,8 +264,7 @@ static void *waker_main(void *arg)
 				serve(tia, qp, now);
 		}
 		if (!tia->auto_progress && ready && !stop)
-			for (struct zd_tcp_cq *cq = tia->cqs; cq; cq = cq->next)
-				zd_evd_wake(cq->evd);
+			zd_soft_cq_wake_all(tia->cqs);
 		next = UINT64_MAX;
 		if (tia->nparked && !stop)
 			for (struct zd_tcp_qp *qp = tia->qps; qp; qp = qp->next) {

@@ -1,11 +1,15 @@
-/* RDMA write placement order across processes: the last byte of an RDMA
- * write lands after every other byte.  Consumers poll the last byte of the
- * target and then read the rest (dtest -W -D, MPI eager buffers), as they
- * may on verbs hardware; the stock dtest -W -D -a failed here when the
- * kernel's copy (rep movsb in process_vm_writev) or memcpy made the last
- * byte visible first.  Both sides ping-pong writes of many sizes into the
- * peer's heap buffer (process_vm_writev) and pool buffer (mapped chunk),
- * each waiting for the last byte and then checking the whole message. */
+/* RDMA write placement order across processes: the last 8 bytes of an
+ * RDMA write land after every other byte (hw/soft/zd_soft_copy.h).
+ * Consumers poll the end of the target and then read the rest, as they may
+ * on verbs hardware: dtest -W -D polls the last byte (it failed here when
+ * the kernel's copy, rep movsb in process_vm_writev, or memcpy made the
+ * last byte visible first), MPI eager rings poll an 8-byte header word
+ * ending the slot, a sequence number whose last byte does not change from
+ * one message to the next.  Both sides ping-pong writes of many sizes into
+ * the peer's heap buffer (process_vm_writev) and pool buffer (mapped
+ * chunk), each waiting for the last byte (mode 0) or for the header word to
+ * take the new sequence number (mode 1, aligned and unaligned words), then
+ * checking the whole message. */
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -65,14 +69,31 @@ static bool gone(double t0)
 }
 
 /* One side of the ping-pong; side 0 writes first.  Returns 0 or a code. */
+/* The 8-byte header word ending a message of @len bytes at @p, read byte
+ * by byte (it may be unaligned): any byte of it that changed is enough. */
+static uint64_t header_word(const char *p, uint32_t len)
+{
+	uint64_t w = 0;
+
+	for (int b = 7; b >= 0; b--)
+		w = w << 8 | __atomic_load_n((const unsigned char *)p + len - 8 + b, __ATOMIC_RELAXED);
+	return w;
+}
+
 static int pingpong(struct side *s, DAT_EP_HANDLE ep, int side, int rd, int wr,
 		    char *sbuf, DAT_LMR_CONTEXT skey, char *rbuf[2], const struct oinfo *peer)
 {
+	for (int mode = 0; mode < 2; mode++)
 	for (int kind = 0; kind < 2; kind++) {
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			uint32_t len = sizes[z];
+			/* mode 1: the last 8 bytes are the polled header word */
+			uint32_t body = mode ? len - 8 : len - 1;
 			volatile char *last = rbuf[kind] + len - 1;
 			char c;
+
+			if (mode == 1 && len < 16)
+				continue;
 
 			/* Both receive buffers clean before either writes. */
 			memset(rbuf[kind], 0, MAXLEN);
@@ -92,8 +113,14 @@ static int pingpong(struct side *s, DAT_EP_HANDLE ep, int side, int rd, int wr,
 						DAT_EVENT ev;
 						DAT_RETURN ret;
 
-						memset(sbuf, pat(i, side, len), len - 1);
-						sbuf[len - 1] = cnt;
+						memset(sbuf, pat(i, side, len), body);
+						if (mode) {
+							uint64_t h = i;   /* its last byte stays 0 */
+
+							memcpy(sbuf + body, &h, 8);
+						} else {
+							sbuf[len - 1] = cnt;
+						}
 						if (dat_ep_post_rdma_write(ep, 1, &l, t_cookie(i), &r,
 									   0) != DAT_SUCCESS)
 							return 61;
@@ -110,27 +137,27 @@ static int pingpong(struct side *s, DAT_EP_HANDLE ep, int side, int rd, int wr,
 
 						/* Spin (yielding once it takes long: the
 						 * peer may wait for this CPU). */
-						for (uint64_t n = 1; *last != cnt; n++) {
+						for (uint64_t n = 1; mode ? header_word(rbuf[kind], len) != i
+								     : *last != cnt; n++) {
 							if (n > 1000)
 								sched_yield();
 							if (!(n & 0xffff) && gone(t0)) {
 								fprintf(stderr,
-									"side %d %s len %u iter %u: last byte "
-									"0x%02x never became 0x%02x\n",
+									"side %d %s len %u iter %u mode %d: "
+									"no new header (last byte 0x%02x)\n",
 									side, kind ? "pool" : "heap", len, i,
-									(unsigned char)*last,
-									(unsigned char)cnt);
+									mode, (unsigned char)*last);
 								return 65;
 							}
 						}
 						t0 = now();
 						atomic_thread_fence(memory_order_acquire);
-						for (uint32_t b = 0; b + 1 < len; b++) {
+						for (uint32_t b = 0; b < body; b++) {
 							if ((unsigned char)rbuf[kind][b] != want) {
 								fprintf(stderr,
-									"side %d %s len %u iter %u: byte %u is "
-									"0x%02x, want 0x%02x, last byte in\n",
-									side, kind ? "pool" : "heap", len, i, b,
+									"side %d %s len %u iter %u mode %d: byte "
+									"%u is 0x%02x, want 0x%02x, tail in\n",
+									side, kind ? "pool" : "heap", len, i, mode, b,
 									(unsigned char)rbuf[kind][b], want);
 								return 64;
 							}
@@ -189,7 +216,7 @@ out:
 	return rc;
 }
 
-Test(shm_order, rdma_write_last_byte_lands_last)
+Test(shm_order, rdma_write_tail_lands_last)
 {
 	int p2c[2], c2p[2], status, rc;
 	pid_t pid;

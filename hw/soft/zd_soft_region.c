@@ -1,23 +1,20 @@
-/*
- * Shared regions of the shm device: unnamed memfds (0600 by construction,
- * never linked in /dev/shm), sealed so no side can shrink them under the
- * other's mapping, and their mappings in a peer through pidfd_getfd.
- */
+/* Shared memfd regions of the software devices (zd_soft_region.h). */
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "hw/shm/zd_shm.h"
+#include "hw/soft/zd_soft_region.h"
 
-int zd_shm_region_create(struct zd_shm_region *r, size_t size, const char *name)
+int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *name)
 {
-	long page = sysconf(_SC_PAGESIZE);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	int e;
 
-	size = (size + (size_t)page - 1) & ~((size_t)page - 1);
+	size = (size + page - 1) & ~(page - 1);
 	r->base = NULL;
 	r->size = size;
 	r->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -33,15 +30,13 @@ int zd_shm_region_create(struct zd_shm_region *r, size_t size, const char *name)
 	}
 	return 0;
 err:
-	{
-		int e = errno;
-		close(r->fd);
-		r->fd = -1;
-		return -e;
-	}
+	e = errno;
+	close(r->fd);
+	r->fd = -1;
+	return -e;
 }
 
-void zd_shm_region_destroy(struct zd_shm_region *r)
+void zd_soft_region_destroy(struct zd_soft_region *r)
 {
 	if (r->base)
 		munmap(r->base, r->size);
@@ -51,7 +46,7 @@ void zd_shm_region_destroy(struct zd_shm_region *r)
 	r->fd = -1;
 }
 
-int zd_shm_region_map_remote(struct zd_shm_region *r, int pidfd, int fd, size_t size)
+int zd_soft_region_map_peer(struct zd_soft_region *r, int pidfd, int fd, size_t size)
 {
 	struct stat st;
 	int local, seals;
@@ -80,10 +75,12 @@ int zd_shm_region_map_remote(struct zd_shm_region *r, int pidfd, int fd, size_t 
 		r->base = NULL;
 		return -ENOMEM;
 	}
+	/* A fork() child must not write into a peer behind our back. */
+	madvise(r->base, size, MADV_DONTFORK);
 	return 0;
 }
 
-void zd_shm_region_unmap(struct zd_shm_region *r)
+void zd_soft_region_unmap(struct zd_soft_region *r)
 {
 	if (r->base)
 		munmap(r->base, r->size);

@@ -1,0 +1,199 @@
+/*
+ * Peers of the software devices (zd_soft_peer.h): attachment through a
+ * pidfd, the mapping of the peer's main region, and the lazily made
+ * mappings of its memfd chunks.
+ *
+ * Costs: same process: the address itself; a target in a published chunk
+ * of the peer: pidfd_getfd + mmap on the first touch of each chunk, then a
+ * pointer add; anything else: cross-memory attach per access.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "hw/soft/zd_soft_peer.h"
+
+/* A chunk mapping replaced (the peer reused the slot) while another thread
+ * may still copy through it: unmapped when the peer goes. */
+struct zd_soft_retired {
+	struct zd_soft_retired *next;
+	void *base;
+	size_t len;
+};
+
+static int peer_setup(struct zd_soft_peer *p, uint32_t nchunks)
+{
+	p->nchunks = nchunks;
+	p->maps = calloc(nchunks ? nchunks : 1, sizeof(*p->maps));
+	if (!p->maps)
+		return -ENOMEM;
+	p->refs = 1;
+	pthread_mutex_init(&p->map_lock, NULL);
+	return 0;
+}
+
+static void peer_unmap_chunks(struct zd_soft_peer *p)
+{
+	for (uint32_t i = 0; i < p->nchunks; i++)
+		if (p->maps[i].base)
+			munmap(p->maps[i].base, p->maps[i].len);
+	while (p->retired) {
+		struct zd_soft_retired *r = p->retired;
+
+		p->retired = r->next;
+		munmap(r->base, r->len);
+		free(r);
+	}
+	free(p->maps);
+	p->maps = NULL;
+	pthread_mutex_destroy(&p->map_lock);
+}
+
+struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uint64_t uid,
+				      int fd, size_t size, zd_soft_peer_check_fn *check)
+{
+	struct zd_soft_peer *p;
+	uint32_t nchunks = 0;
+
+	for (p = *list; p; p = p->next) {
+		if (p->pid == pid && p->uid == uid) {
+			p->refs++;
+			return p;
+		}
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->self = pid == getpid();
+	p->pid = pid;
+	p->uid = uid;
+	/* Our own process needs no pidfd: its fds are ours already. */
+	p->pidfd = p->self ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
+	if (!p->self && p->pidfd < 0)
+		goto err;
+	if (zd_soft_region_map_peer(&p->region, p->pidfd, fd, size) != 0)
+		goto err;
+	p->chunk_tab = check(p->region.base, size, uid, &nchunks);
+	if (!p->chunk_tab || peer_setup(p, nchunks) != 0)
+		goto err_unmap;
+	p->next = *list;
+	*list = p;
+	return p;
+err_unmap:
+	zd_soft_region_unmap(&p->region);
+err:
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	free(p);
+	return NULL;
+}
+
+void zd_soft_peer_put(struct zd_soft_peer **list, struct zd_soft_peer *p)
+{
+	if (p->pinned || --p->refs)
+		return;
+	for (struct zd_soft_peer **pp = list; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	peer_unmap_chunks(p);
+	zd_soft_region_unmap(&p->region);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	free(p);
+}
+
+int zd_soft_peer_init_own(struct zd_soft_peer *p, void *region, size_t size, uint64_t uid,
+			  const struct zd_soft_chunk_entry *tab, uint32_t nchunks)
+{
+	*p = (struct zd_soft_peer){
+		.self = true, .pinned = true, .pid = getpid(), .pidfd = -1, .uid = uid,
+		.region = { .base = region, .size = size, .fd = -1 }, .chunk_tab = tab,
+	};
+	return peer_setup(p, nchunks);
+}
+
+void zd_soft_peer_fini_own(struct zd_soft_peer *p)
+{
+	if (p->maps)
+		peer_unmap_chunks(p);
+}
+
+/* Our mapping of the chunk @v describes, if @m holds it. */
+static inline void *map_read(const struct zd_soft_chunk_map *m, const struct zd_soft_chunk_view *v)
+{
+	/* acquire: pairs with the release store of id in chunk_map. */
+	uint32_t id = __atomic_load_n(&m->id, __ATOMIC_ACQUIRE);
+	void *base = __atomic_load_n(&m->base, __ATOMIC_RELAXED);
+	bool same = __atomic_load_n(&m->remote_base, __ATOMIC_RELAXED) == v->base &&
+		    __atomic_load_n(&m->len, __ATOMIC_RELAXED) == v->len;
+
+	/* acquire fence: pairs with chunk_map's release fence. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return id == v->id && same && __atomic_load_n(&m->id, __ATOMIC_RELAXED) == id ? base : NULL;
+}
+
+/* Maps the peer's chunk in @slot (as @v describes it); control-path work
+ * done once per chunk, under map_lock. */
+static void *chunk_map(struct zd_soft_peer *p, uint32_t slot, const struct zd_soft_chunk_view *v)
+{
+	struct zd_soft_chunk_map *m = &p->maps[slot];
+	struct zd_soft_region r;
+	void *ret = NULL;
+
+	pthread_mutex_lock(&p->map_lock);
+	ret = map_read(m, v);
+	if (ret)
+		goto out;
+	if (v->len == 0 || v->len > (1ull << 40) ||
+	    zd_soft_region_map_peer(&r, p->pidfd, v->fd, v->len) != 0)
+		goto out;
+	if (m->base) {
+		/* The slot was reused by the peer: another thread may still
+		 * copy through the old mapping; it goes with the peer. */
+		struct zd_soft_retired *old = malloc(sizeof(*old));
+
+		if (!old) {
+			zd_soft_region_unmap(&r);
+			goto out;
+		}
+		*old = (struct zd_soft_retired){ p->retired, m->base, m->len };
+		p->retired = old;
+	}
+	/* id 0 while the fields change (a seqlock whose odd state is 0;
+	 * chunk ids are never reused, so a reader that sees the same id
+	 * before and after its reads saw no rewrite). */
+	__atomic_store_n(&m->id, 0, __ATOMIC_RELAXED);
+	/* release fence: pairs with the reader's acquire fence. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&m->base, r.base, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->len, v->len, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->remote_base, v->base, __ATOMIC_RELAXED);
+	/* release: pairs with the reader's acquire load of id. */
+	__atomic_store_n(&m->id, v->id, __ATOMIC_RELEASE);
+	ret = r.base;
+out:
+	pthread_mutex_unlock(&p->map_lock);
+	return ret;
+}
+
+void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len)
+{
+	struct zd_soft_chunk_view v;
+	struct zd_soft_chunk_map *m;
+	void *base;
+
+	if (p->self)
+		return (void *)(uintptr_t)addr;
+	if (chunk >= p->nchunks || !zd_soft_chunk_read(&p->chunk_tab[chunk], &v) ||
+	    !zd_range_in(v.base, v.len, addr, len))
+		return NULL;
+	m = &p->maps[chunk];
+	base = map_read(m, &v);
+	if (ZD_UNLIKELY(!base))
+		base = chunk_map(p, chunk, &v);
+	return base ? (char *)base + (addr - v.base) : NULL;
+}

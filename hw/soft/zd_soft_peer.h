@@ -1,0 +1,90 @@
+/*
+ * A peer of a software device: another process (or this one) whose main
+ * shared region we mapped, and whose memory we reach for one-sided work.
+ * One per peer region, shared by every QP to it and counted, kept in the
+ * device's list under the device's lock (control path).
+ *
+ * Address translation (data path, any thread, lock-free): a peer address
+ * in one of its published chunks (zd_soft_table.h) becomes a pointer into
+ * our mapping of that chunk, made on first touch and kept; in this same
+ * process it is the address itself; anything else is reached by
+ * cross-memory attach only (zd_soft_copy.h).  A dead peer's memory stays
+ * mapped until the last reference goes: writes into it are harmless.
+ */
+#ifndef ZD_SOFT_PEER_H
+#define ZD_SOFT_PEER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/zd_compiler.h"
+#include "hw/soft/zd_soft_region.h"
+#include "hw/soft/zd_soft_table.h"
+
+struct zd_soft_chunk_map {
+	uint32_t id;                 /* 0: not mapped; written last (release) */
+	void *base;
+	size_t len;
+	uint64_t remote_base;
+};
+
+struct zd_soft_peer {
+	struct zd_soft_peer *next;   /* the device's list */
+	unsigned refs;
+	bool self;                   /* this process: its addresses are ours */
+	bool pinned;                 /* the device's own region: never released */
+	pid_t pid;
+	int pidfd;                   /* -1 when self */
+	uint64_t uid;                /* names the peer region among the peer's */
+	struct zd_soft_region region;                 /* its main region, mapped */
+	const struct zd_soft_chunk_entry *chunk_tab;  /* inside region */
+	uint32_t nchunks;
+	struct zd_soft_chunk_map *maps;               /* nchunks, lazily mapped */
+	struct zd_soft_retired *retired;              /* maps replaced while in use */
+	pthread_mutex_t map_lock;                     /* first mapping of a chunk */
+};
+
+/* Checks the peer's freshly mapped main region (magic, uid, layout inside
+ * @size) and returns its chunk table and slot count, or NULL to refuse it. */
+typedef const struct zd_soft_chunk_entry *zd_soft_peer_check_fn(const void *region, size_t size,
+								 uint64_t uid, uint32_t *nchunks);
+
+/* The peer region (@pid, @uid) of @list, counted; attaches to it (pidfd,
+ * map @size bytes of its memfd @fd, @check) when it is new.  NULL if the
+ * process is gone, the region is refused or memory runs out.  The caller
+ * holds the lock guarding @list. */
+struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uint64_t uid,
+				      int fd, size_t size, zd_soft_peer_check_fn *check);
+/* Drops a reference; the last one unmaps everything and closes the pidfd.
+ * The caller holds the lock guarding @list. */
+void zd_soft_peer_put(struct zd_soft_peer **list, struct zd_soft_peer *p);
+/* A device's own region as a peer of itself (this process, never put):
+ * what its engine uses to reach its own memory. */
+int zd_soft_peer_init_own(struct zd_soft_peer *p, void *region, size_t size, uint64_t uid,
+			  const struct zd_soft_chunk_entry *tab, uint32_t nchunks);
+void zd_soft_peer_fini_own(struct zd_soft_peer *p);
+
+/* Maps another memfd of the peer (a QP's or SRQ's region) into @r. */
+static inline int zd_soft_peer_map(const struct zd_soft_peer *p, int fd, size_t size,
+				   struct zd_soft_region *r)
+{
+	return zd_soft_region_map_peer(r, p->pidfd, fd, size);
+}
+
+/* Pointer to the peer's [addr, addr + len), which its region table says
+ * lies in chunk slot @chunk; NULL when only cross-memory attach reaches
+ * it.  Any thread. */
+void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len);
+
+/* zd_soft_peer_ptr with the same-process case inline (the data path's). */
+static ZD_ALWAYS_INLINE void *zd_soft_peer_ptr_fast(struct zd_soft_peer *p, uint32_t chunk,
+						    uint64_t addr, uint64_t len)
+{
+	if (ZD_LIKELY(p->self))
+		return (void *)(uintptr_t)addr;
+	return zd_soft_peer_ptr(p, chunk, addr, len);
+}
+
+#endif /* ZD_SOFT_PEER_H */

@@ -1,0 +1,33 @@
+/*
+ * Shared regions of the software devices: unnamed memfds (0600 by
+ * construction, never linked in /dev/shm, gone when the last fd and mapping
+ * go, so a killed process leaves nothing behind), sealed against resizing
+ * so no side can shrink one under the other's mapping (SIGBUS), and their
+ * mappings in a peer process, reached with pidfd_getfd.
+ *
+ * Control path only: every call here is a system call or several.
+ */
+#ifndef ZD_SOFT_REGION_H
+#define ZD_SOFT_REGION_H
+
+#include <stddef.h>
+
+struct zd_soft_region {
+	void *base;
+	size_t size;
+	int fd;       /* ours (created), or -1 (a peer's, mapped) */
+};
+
+/* A fresh zero-filled region of at least @size bytes (rounded up to pages),
+ * mapped read-write; 0 or -errno. */
+int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *name);
+void zd_soft_region_destroy(struct zd_soft_region *r);
+
+/* Maps @size bytes of the peer's memfd @fd (its number in the process of
+ * @pidfd; @pidfd -1: this process, @fd is ours).  Refuses a region that is
+ * not sealed against shrinking or is smaller than @size.  The mapping is
+ * not inherited by fork() children (MADV_DONTFORK).  0 or -errno. */
+int zd_soft_region_map_peer(struct zd_soft_region *r, int pidfd, int fd, size_t size);
+void zd_soft_region_unmap(struct zd_soft_region *r);
+
+#endif /* ZD_SOFT_REGION_H */
