@@ -41,21 +41,6 @@ struct result {
 	uint32_t byte_cnt;
 };
 
-struct rseg {                   /* a checked range of the peer's memory */
-	uint64_t addr;
-	uint64_t len;
-	uint32_t chunk;
-};
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
-
 static uint32_t rd_be32(const void *p)
 {
 	uint32_t v;
@@ -166,113 +151,6 @@ static bool arm_cq(struct zd_ms_shared *sh, struct zd_ms_cq *cq)
 	return true;
 }
 
-/* ---- memory ---- */
-
-/* Checks [addr, addr + len) against MR key of table sh for pdn and access;
- * returns the MR's chunk slot through *chunk. */
-static bool mr_check(struct zd_ms_shared *sh, uint32_t key, uint32_t pdn, uint32_t need,
-		     uint64_t addr, uint64_t len, uint32_t *chunk)
-{
-	struct zd_ms_mr_view v;
-
-	if (key == MLX5_INVALID_LKEY || !zd_ms_mr_read(sh, key, &v))
-		return false;
-	if (v.pdn != pdn || (v.access & need) != need)
-		return false;
-	if (addr < v.addr || len > v.len || addr - v.addr > v.len - len)
-		return false;
-	if (chunk)
-		*chunk = v.chunk;
-	return true;
-}
-
-/* Copies between local iovecs and the peer's checked segments (equal
- * totals).  A copy to the peer with last_last stores its last byte after
- * every other one is visible, as an RDMA write lands over PCIe: consumers
- * poll the last byte of a write target. */
-static int peer_copy(struct zd_ms_peer *p, bool to_peer, struct iovec *l, int nl,
-		     const struct rseg *r, int nr, bool last_last)
-{
-	struct iovec riov[ZD_MS_MAX_SGE * 2 + 2];
-	bool mapped = true;
-	size_t total = 0;
-	uint8_t *last_dst = NULL, last_val = 0;
-
-	if (nr > (int)ZD_ARRAY_SIZE(riov) - 1)
-		return -1;
-	for (int i = 0; i < nl; i++)
-		total += l[i].iov_len;
-	if (!total)
-		return 0;
-	for (int i = 0; i < nr; i++) {
-		void *ptr = zd_ms_peer_ptr(p, r[i].chunk, r[i].addr, r[i].len);
-
-		if (!ptr)
-			mapped = false;
-		riov[i].iov_base = mapped ? ptr : (void *)(uintptr_t)r[i].addr;
-		riov[i].iov_len = r[i].len;
-	}
-	if (!mapped)
-		for (int i = 0; i < nr; i++)
-			riov[i].iov_base = (void *)(uintptr_t)r[i].addr;
-
-	if (to_peer && last_last) {
-		/* Hold the last byte back from both lists. */
-		while (nl && !l[nl - 1].iov_len)
-			nl--;
-		while (nr && !riov[nr - 1].iov_len)
-			nr--;
-		last_val = *((uint8_t *)l[nl - 1].iov_base + l[nl - 1].iov_len - 1);
-		last_dst = (uint8_t *)riov[nr - 1].iov_base + riov[nr - 1].iov_len - 1;
-		l[nl - 1].iov_len--;
-		riov[nr - 1].iov_len--;
-		total--;
-	}
-	if (mapped) {
-		int i = 0, j = 0;
-		size_t io = 0, jo = 0;
-
-		while (i < nl && j < nr) {
-			size_t n = ZD_MIN(l[i].iov_len - io, riov[j].iov_len - jo);
-			char *a = (char *)l[i].iov_base + io, *b = (char *)riov[j].iov_base + jo;
-
-			if (n)
-				memcpy(to_peer ? b : a, to_peer ? a : b, n);
-			io += n;
-			jo += n;
-			if (io == l[i].iov_len) {
-				i++;
-				io = 0;
-			}
-			if (jo == riov[j].iov_len) {
-				j++;
-				jo = 0;
-			}
-		}
-		if (last_dst)
-			/* release: every byte above is visible before this one. */
-			__atomic_store_n(last_dst, last_val, __ATOMIC_RELEASE);
-		return 0;
-	}
-	if (total) {
-		ssize_t got = to_peer ? process_vm_writev(p->pid, l, (unsigned long)nl, riov,
-							  (unsigned long)nr, 0)
-				      : process_vm_readv(p->pid, l, (unsigned long)nl, riov,
-							 (unsigned long)nr, 0);
-
-		if (got != (ssize_t)total)
-			return -1;
-	}
-	if (last_dst) {
-		/* A second, later copy: the first one's stores precede it. */
-		struct iovec li = { &last_val, 1 }, ri = { last_dst, 1 };
-
-		if (process_vm_writev(p->pid, &li, 1, &ri, 1, 0) != 1)
-			return -1;
-	}
-	return 0;
-}
-
 /* ---- receive side ---- */
 
 struct recv_claim {
@@ -348,7 +226,7 @@ static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_cla
 /* Checks a receive WQE's scatter list against the peer's MR table:
  * 0, or the responder's syndrome. */
 static uint8_t recv_scatter(struct zd_ms_peer *p, struct zd_ms_qp *pq,
-			    const struct recv_claim *rc, uint64_t need, struct rseg *r, int *nr)
+			    const struct recv_claim *rc, uint64_t need, struct zd_ms_rseg *r, int *nr)
 {
 	uint64_t have = 0;
 
@@ -363,7 +241,7 @@ static uint8_t recv_scatter(struct zd_ms_peer *p, struct zd_ms_qp *pq,
 		use = ZD_MIN((uint64_t)len, need - have);
 		if (!use)
 			continue;
-		if (!mr_check(p->sh, key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE, addr, use,
+		if (!zd_ms_mr_check(p->sh, key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE, addr, use,
 			      &r[*nr].chunk))
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		r[*nr].addr = addr;
@@ -412,7 +290,7 @@ static bool local_sges(struct wqe_ctx *x, uint32_t off, bool allow_inline, uint3
 			uint64_t addr = be64toh(d->addr);
 
 			if (x->size - off < 16 ||
-			    !mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, need, addr, bc, NULL))
+			    !zd_ms_mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, need, addr, bc, NULL))
 				return false;
 			iov[*n].iov_base = (void *)(uintptr_t)addr;
 			iov[*n].iov_len = bc;
@@ -491,7 +369,7 @@ static void resp_cqe(struct wqe_ctx *x, struct zd_ms_qp *pq, const struct recv_c
 static struct result do_send(struct wqe_ctx *x)
 {
 	struct iovec l[ZD_MS_MAX_SGE * 2];
-	struct rseg r[ZD_MS_MAX_SGE * 2];
+	struct zd_ms_rseg r[ZD_MS_MAX_SGE * 2];
 	struct recv_claim rc;
 	struct zd_ms_qp *pq;
 	uint64_t total;
@@ -516,7 +394,7 @@ static struct result do_send(struct wqe_ctx *x)
 				    MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
 			    false);
 	}
-	if (peer_copy(x->e->peer, true, l, n, r, nr, false) != 0) {
+	if (zd_ms_peer_copy(x->e->peer, true, l, n, r, nr, false) != 0) {
 		resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, x->opcode);
 		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, false);
 	}
@@ -533,7 +411,7 @@ static struct result do_rdma(struct wqe_ctx *x)
 	struct iovec l[ZD_MS_MAX_SGE * 2];
 	struct recv_claim rc;
 	struct zd_ms_qp *pq;
-	struct rseg r;
+	struct zd_ms_rseg r;
 	uint64_t total;
 	int n;
 
@@ -547,7 +425,7 @@ static struct result do_rdma(struct wqe_ctx *x)
 	r.addr = be64toh(ra->raddr);
 	r.len = total;
 	/* A zero-length RDMA carries no rkey check, as on the wire. */
-	if (total && !mr_check(x->e->peer->sh, be32toh(ra->rkey), pq->pdn,
+	if (total && !zd_ms_mr_check(x->e->peer->sh, be32toh(ra->rkey), pq->pdn,
 			       write ? ZD_MLX5SIM_ACCESS_REMOTE_WRITE : ZD_MLX5SIM_ACCESS_REMOTE_READ,
 			       r.addr, total, &r.chunk))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
@@ -559,24 +437,21 @@ static struct result do_rdma(struct wqe_ctx *x)
 		if (st == R_ERR)
 			return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
 	}
-	if (peer_copy(x->e->peer, write, l, n, &r, 1, write) != 0)
+	if (zd_ms_peer_copy(x->e->peer, write, l, n, &r, 1, write) != 0)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
 		resp_cqe(x, pq, &rc, MLX5_CQE_RESP_WR_IMM, (uint32_t)total);
 	return (struct result){ .status = R_OK, .byte_cnt = (uint32_t)total };
 }
 
-static inline void *ptr_of(uint64_t addr)
-{
-	return (void *)(uintptr_t)addr;
-}
-
 /* Big-endian 64-bit atomics (the mlx5 default): operands and the value in
  * memory are big-endian; the old value lands in the local buffer as is. */
-static uint64_t atomic_apply(uint8_t op, uint64_t old_raw, const struct mlx5_wqe_atomic_seg *a,
-			     bool *store)
+static uint64_t atomic_apply(uint64_t old_raw, const void *arg, bool *store)
 {
-	if (op == MLX5_OPCODE_ATOMIC_CS) {
+	const struct wqe_ctx *x = arg;
+	const struct mlx5_wqe_atomic_seg *a = (const void *)(x->w + 32);
+
+	if (x->opcode == MLX5_OPCODE_ATOMIC_CS) {
 		*store = old_raw == a->compare;
 		return a->swap_add;
 	}
@@ -587,18 +462,15 @@ static uint64_t atomic_apply(uint8_t op, uint64_t old_raw, const struct mlx5_wqe
 static struct result do_atomic(struct wqe_ctx *x)
 {
 	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
-	const struct mlx5_wqe_atomic_seg *a = (const void *)(x->w + 32);
 	const struct mlx5_wqe_data_seg *d = (const void *)(x->w + 48);
 	struct zd_ms_peer *p = x->e->peer;
-	uint64_t raddr = be64toh(ra->raddr), laddr = be64toh(d->addr), old, nv;
+	uint64_t raddr = be64toh(ra->raddr), laddr = be64toh(d->addr), old;
 	struct zd_ms_qp *pq;
 	uint32_t chunk;
-	bool store;
-	void *ptr;
 
 	if (x->size != 64 || be32toh(d->byte_count) != 8)
 		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-	if (!mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
+	if (!zd_ms_mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
 		      laddr, 8, NULL))
 		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
 	pq = peer_qp(x);
@@ -606,45 +478,11 @@ static struct result do_atomic(struct wqe_ctx *x)
 		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
 	if (raddr & 7)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, true);
-	if (!mr_check(p->sh, be32toh(ra->rkey), pq->pdn, ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8,
+	if (!zd_ms_mr_check(p->sh, be32toh(ra->rkey), pq->pdn, ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8,
 		      &chunk))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	/* Chunk memory: CPU atomics through the mapping (every initiator maps
-	 * it).  Other memory: under the target NIC's atomic lock, which every
-	 * initiator takes, in this process or another. */
-	ptr = chunk != ZD_MS_NO_CHUNK ? zd_ms_peer_ptr(p, chunk, raddr, 8) : NULL;
-	if (ptr) {
-		uint64_t *t = ptr;
-
-		old = __atomic_load_n(t, __ATOMIC_RELAXED);
-		do {
-			nv = atomic_apply(x->opcode, old, a, &store);
-		} while (store && !__atomic_compare_exchange_n(t, &old, nv, true, __ATOMIC_SEQ_CST,
-							      __ATOMIC_RELAXED));
-	} else {
-		struct iovec li = { &old, 8 }, ri = { (void *)(uintptr_t)raddr, 8 };
-		uint32_t z = 0;
-		int rc = -1;
-
-		while (!atomic_compare_exchange_weak(&p->sh->atomic_lock, &z, 1)) {
-			z = 0;
-			cpu_relax();
-		}
-		if (p->self_proc) {
-			old = *(volatile uint64_t *)ptr_of(raddr);
-			nv = atomic_apply(x->opcode, old, a, &store);
-			if (store)
-				*(volatile uint64_t *)ptr_of(raddr) = nv;
-			rc = 0;
-		} else if (process_vm_readv(p->pid, &li, 1, &ri, 1, 0) == 8) {
-			nv = atomic_apply(x->opcode, old, a, &store);
-			li.iov_base = &nv;
-			rc = store ? (process_vm_writev(p->pid, &li, 1, &ri, 1, 0) == 8 ? 0 : -1) : 0;
-		}
-		atomic_store(&p->sh->atomic_lock, 0);
-		if (rc)
-			return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	}
+	if (zd_ms_peer_atomic(p, chunk, raddr, atomic_apply, x, &old) != 0)
+		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	memcpy((void *)(uintptr_t)laddr, &old, 8);
 	return (struct result){ .status = R_OK, .byte_cnt = 8 };
 }
@@ -1019,7 +857,7 @@ void *zd_ms_engine_main(void *arg)
 			continue;
 		}
 		if (++idle < SPIN_PASSES) {
-			cpu_relax();
+			zd_ms_cpu_relax();
 			continue;
 		}
 		nanosleep(&(struct timespec){ .tv_nsec = sleep_ns }, NULL);

@@ -1,6 +1,7 @@
 /*
  * Control path of the software mlx5 device: the NIC region and its page
- * arena, PDs, chunks, MRs, CQs, SRQs, QPs, peers and completion events.
+ * arena, PDs, CQs, SRQs, QPs and completion events (chunks, MRs and peers:
+ * zd_mlx5sim_mem.c).
  * Everything here runs under nic->lock, which the engine also takes for
  * each pass over its QPs, so an object never changes under the engine.
  */
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,16 +154,7 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	nic->next_tag = 1;
 	nic->debug = getenv("ZDAPL_MLX5SIM_DEBUG") && getenv("ZDAPL_MLX5SIM_DEBUG")[0] == '1';
 	pthread_mutex_init(&nic->lock, NULL);
-	/* Our own region seen as a peer (QPs connected inside this NIC). */
-	nic->self.sh = sh;
-	nic->self.size = size;
-	nic->self.uid = sh->uid;
-	nic->self.pid = getpid();
-	nic->self.self_proc = true;
-	nic->self.own = true;
-	nic->self.pidfd = -1;
-	nic->self.refs = 1;
-	pthread_mutex_init(&nic->self.map_lock, NULL);
+	zd_ms_peers_init(nic);
 	/* release: peers check magic last. */
 	atomic_store_explicit(&sh->magic, ZD_MS_MAGIC, memory_order_release);
 	ret = pthread_create(&nic->engine, NULL, zd_ms_engine_main, nic);
@@ -174,7 +165,7 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	*out = nic;
 	return 0;
 err_mutex:
-	pthread_mutex_destroy(&nic->self.map_lock);
+	zd_ms_peers_fini(nic);
 	pthread_mutex_destroy(&nic->lock);
 err_unmap:
 	free(nic->pages);
@@ -198,12 +189,10 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 		if (atomic_load(&zd_ms_qp_ctx(nic->sh, i)->state) != ZD_MS_QP_FREE)
 			zd_mlx5sim_qp_destroy(nic, ZD_MS_QPN_BASE + i);
 	}
-	while (nic->peers)
-		zd_ms_peer_put(nic, nic->peers);
+	zd_ms_peers_fini(nic);
 	atomic_store(&nic->sh->magic, 0);
 	munmap(nic->sh, nic->size);
 	close(nic->fd);
-	pthread_mutex_destroy(&nic->self.map_lock);
 	pthread_mutex_destroy(&nic->lock);
 	free(nic->pages);
 	free(nic->qpe);
@@ -243,7 +232,7 @@ int zd_mlx5sim_pd_alloc(struct zd_mlx5sim_nic *nic, uint32_t *pdn)
 	return ret;
 }
 
-static bool pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn)
+bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn)
 {
 	return pdn >= 1 && pdn <= ZD_ARRAY_SIZE(nic->pd_used) && nic->pd_used[pdn - 1];
 }
@@ -253,185 +242,12 @@ int zd_mlx5sim_pd_free(struct zd_mlx5sim_nic *nic, uint32_t pdn)
 	int ret = 0;
 
 	pthread_mutex_lock(&nic->lock);
-	if (!pd_ok(nic, pdn))
+	if (!zd_ms_pd_ok(nic, pdn))
 		ret = -EINVAL;
 	else if (nic->pd_used[pdn - 1] > 1)
 		ret = -EBUSY;
 	else
 		nic->pd_used[pdn - 1] = 0;
-	pthread_mutex_unlock(&nic->lock);
-	return ret;
-}
-
-/* ---- seqlocked tables ---- */
-
-static void seq_begin(_Atomic uint32_t *seq)
-{
-	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	/* release fence: pairs with the acquire fence of the readers: a reader
-	 * that sees a field written below also sees seq odd. */
-	atomic_thread_fence(memory_order_release);
-}
-
-static void seq_end(_Atomic uint32_t *seq)
-{
-	/* release: pairs with the readers' acquire load of seq. */
-	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
-			      memory_order_release);
-}
-
-bool zd_ms_mr_read(struct zd_ms_shared *sh, uint32_t key, struct zd_ms_mr_view *v)
-{
-	uint32_t idx = key >> 8, s;
-	struct zd_ms_mr *e;
-
-	if (idx >= sh->max_mr)
-		return false;
-	e = zd_ms_mr_ctx(sh, idx);
-	for (int tries = 0; tries < 1000; tries++) {
-		s = atomic_load_explicit(&e->seq, memory_order_acquire);
-		if (s & 1)
-			continue;
-		uint32_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
-
-		v->access = atomic_load_explicit(&e->access, memory_order_relaxed);
-		v->pdn = atomic_load_explicit(&e->pdn, memory_order_relaxed);
-		v->addr = atomic_load_explicit(&e->addr, memory_order_relaxed);
-		v->len = atomic_load_explicit(&e->len, memory_order_relaxed);
-		v->chunk = atomic_load_explicit(&e->chunk, memory_order_relaxed);
-		/* acquire fence: pairs with seq_begin's release fence. */
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s)
-			return k == key && k != 0;
-	}
-	return false;
-}
-
-/* ---- chunks ---- */
-
-int zd_mlx5sim_chunk_add(struct zd_mlx5sim_nic *nic, void *base, size_t len, int fd)
-{
-	static _Atomic uint32_t next_id = 1;
-	int ret = -ENOSPC;
-
-	if (!base || !len || fd < 0)
-		return -EINVAL;
-	pthread_mutex_lock(&nic->lock);
-	for (uint32_t i = 0; i < ZD_MS_CHUNKS; i++) {
-		struct zd_ms_chunk *c = zd_ms_chunk_ctx(nic->sh, i);
-
-		if (atomic_load(&c->id))
-			continue;
-		seq_begin(&c->seq);
-		atomic_store_explicit(&c->fd, fd, memory_order_relaxed);
-		atomic_store_explicit(&c->base, (uint64_t)(uintptr_t)base, memory_order_relaxed);
-		atomic_store_explicit(&c->len, len, memory_order_relaxed);
-		atomic_store_explicit(&c->id, atomic_fetch_add(&next_id, 1), memory_order_relaxed);
-		seq_end(&c->seq);
-		ret = 0;
-		break;
-	}
-	pthread_mutex_unlock(&nic->lock);
-	return ret;
-}
-
-int zd_mlx5sim_chunk_remove(struct zd_mlx5sim_nic *nic, void *base)
-{
-	int ret = -ENOENT;
-
-	pthread_mutex_lock(&nic->lock);
-	for (uint32_t i = 0; i < ZD_MS_CHUNKS; i++) {
-		struct zd_ms_chunk *c = zd_ms_chunk_ctx(nic->sh, i);
-
-		if (!atomic_load(&c->id) || atomic_load(&c->base) != (uint64_t)(uintptr_t)base)
-			continue;
-		seq_begin(&c->seq);
-		atomic_store_explicit(&c->id, 0, memory_order_relaxed);
-		seq_end(&c->seq);
-		ret = 0;
-		break;
-	}
-	pthread_mutex_unlock(&nic->lock);
-	return ret;
-}
-
-static uint32_t chunk_of(struct zd_mlx5sim_nic *nic, uint64_t addr, uint64_t len)
-{
-	for (uint32_t i = 0; i < ZD_MS_CHUNKS; i++) {
-		struct zd_ms_chunk *c = zd_ms_chunk_ctx(nic->sh, i);
-		uint64_t b = atomic_load(&c->base), l = atomic_load(&c->len);
-
-		if (atomic_load(&c->id) && addr >= b && len <= l && addr - b <= l - len)
-			return i;
-	}
-	return ZD_MS_NO_CHUNK;
-}
-
-/* ---- MRs ---- */
-
-int zd_mlx5sim_mr_add(struct zd_mlx5sim_nic *nic, uint32_t pdn, void *addr, uint64_t len,
-		      uint32_t access, uint32_t *lkey, uint32_t *rkey)
-{
-	int ret = -ENOMEM;
-
-	if (access & ~0xfu)
-		return -EINVAL;
-	/* Remote write or atomic needs local write, as verbs insists. */
-	if ((access & (ZD_MLX5SIM_ACCESS_REMOTE_WRITE | ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC)) &&
-	    !(access & ZD_MLX5SIM_ACCESS_LOCAL_WRITE))
-		return -EINVAL;
-	pthread_mutex_lock(&nic->lock);
-	if (!pd_ok(nic, pdn)) {
-		ret = -EINVAL;
-		goto out;
-	}
-	for (uint32_t i = 0; i < nic->sh->max_mr; i++) {
-		struct zd_ms_mr *e = zd_ms_mr_ctx(nic->sh, i);
-		uint32_t key;
-
-		if (atomic_load(&e->key))
-			continue;
-		key = i << 8 | nic->next_tag;
-		nic->next_tag = nic->next_tag % 255 + 1;   /* 1..255: never 0x100 */
-		seq_begin(&e->seq);
-		atomic_store_explicit(&e->access, access, memory_order_relaxed);
-		atomic_store_explicit(&e->pdn, pdn, memory_order_relaxed);
-		atomic_store_explicit(&e->addr, (uint64_t)(uintptr_t)addr, memory_order_relaxed);
-		atomic_store_explicit(&e->len, len, memory_order_relaxed);
-		atomic_store_explicit(&e->chunk, chunk_of(nic, (uintptr_t)addr, len),
-				      memory_order_relaxed);
-		atomic_store_explicit(&e->key, key, memory_order_relaxed);
-		seq_end(&e->seq);
-		nic->pd_used[pdn - 1]++;
-		*lkey = *rkey = key;
-		ret = 0;
-		break;
-	}
-out:
-	pthread_mutex_unlock(&nic->lock);
-	return ret;
-}
-
-int zd_mlx5sim_mr_remove(struct zd_mlx5sim_nic *nic, uint32_t lkey)
-{
-	uint32_t idx = lkey >> 8;
-	int ret = -EINVAL;
-
-	pthread_mutex_lock(&nic->lock);
-	if (idx < nic->sh->max_mr) {
-		struct zd_ms_mr *e = zd_ms_mr_ctx(nic->sh, idx);
-
-		if (atomic_load(&e->key) == lkey && lkey) {
-			uint32_t pdn = atomic_load(&e->pdn);
-
-			seq_begin(&e->seq);
-			atomic_store_explicit(&e->key, 0, memory_order_relaxed);
-			seq_end(&e->seq);
-			nic->pd_used[pdn - 1]--;
-			ret = 0;
-		}
-	}
 	pthread_mutex_unlock(&nic->lock);
 	return ret;
 }
@@ -544,7 +360,7 @@ int zd_mlx5sim_srq_create(struct zd_mlx5sim_nic *nic, uint32_t pdn, uint32_t wqe
 	wqe_cnt = pow2_up(wqe_cnt);
 	stride = 16 * pow2_up(1 + max_sge);
 	pthread_mutex_lock(&nic->lock);
-	if (!pd_ok(nic, pdn)) {
+	if (!zd_ms_pd_ok(nic, pdn)) {
 		ret = -EINVAL;
 		goto out;
 	}
@@ -660,7 +476,7 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 	rcq = cq_get(nic, attr->recv_cqn);
 	if (attr->srqn)
 		srq = srq_get(nic, attr->srqn);
-	if (!pd_ok(nic, attr->pdn) || !scq || !rcq || (attr->srqn && !srq)) {
+	if (!zd_ms_pd_ok(nic, attr->pdn) || !scq || !rcq || (attr->srqn && !srq)) {
 		ret = -EINVAL;
 		goto out;
 	}
@@ -877,160 +693,6 @@ int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 	if (put)
 		zd_ms_peer_put(nic, put);
 	return 0;
-}
-
-/* ---- peers ---- */
-
-static int map_remote(int pidfd, int fd, size_t size, void **base)
-{
-	struct stat st;
-	int local, seals;
-	void *p;
-
-	local = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-	if (local < 0)
-		return -errno;
-	/* A region the owner could shrink would SIGBUS us: insist on seals. */
-	seals = fcntl(local, F_GET_SEALS);
-	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(local, &st) != 0 ||
-	    (uint64_t)st.st_size < size) {
-		close(local);
-		return -EINVAL;
-	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
-	close(local);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	madvise(p, size, MADV_DONTFORK);
-	*base = p;
-	return 0;
-}
-
-struct zd_ms_peer *zd_ms_peer_get(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_addr *a)
-{
-	struct zd_ms_peer *p;
-	void *base;
-
-	if (a->nic_uid == nic->sh->uid)
-		return &nic->self;
-	pthread_mutex_lock(&nic->lock);
-	for (p = nic->peers; p; p = p->next) {
-		if (p->uid == a->nic_uid && p->pid == a->pid) {
-			p->refs++;
-			goto out;
-		}
-	}
-	if (a->region_size < sizeof(struct zd_ms_shared) || a->region_size > (1ull << 36))
-		goto out;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		goto out;
-	p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)a->pid, 0);
-	if (p->pidfd < 0 || map_remote(p->pidfd, a->region_fd, a->region_size, &base) != 0)
-		goto err;
-	p->sh = base;
-	p->size = a->region_size;
-	/* acquire: pairs with the owner's release store of magic. */
-	if (atomic_load_explicit(&p->sh->magic, memory_order_acquire) !=
-		    ZD_MS_MAGIC ||
-	    p->sh->uid != a->nic_uid || p->sh->size != a->region_size ||
-	    p->sh->arena_off > p->size || p->sh->qp_off + p->sh->max_qp * sizeof(struct zd_ms_qp) >
-						  p->size ||
-	    p->sh->cq_off + p->sh->max_cq * sizeof(struct zd_ms_cq) > p->size ||
-	    p->sh->srq_off + p->sh->max_srq * sizeof(struct zd_ms_srq) > p->size ||
-	    p->sh->mr_off + (uint64_t)p->sh->max_mr * sizeof(struct zd_ms_mr) > p->size ||
-	    p->sh->chunk_off + ZD_MS_CHUNKS * sizeof(struct zd_ms_chunk) > p->size ||
-	    p->sh->fired_off + (p->sh->max_cq + 63) / 64 * 8 > p->size) {
-		munmap(base, a->region_size);
-		goto err;
-	}
-	p->pid = a->pid;
-	p->self_proc = a->pid == getpid();
-	p->uid = a->nic_uid;
-	p->refs = 1;
-	pthread_mutex_init(&p->map_lock, NULL);
-	p->next = nic->peers;
-	nic->peers = p;
-	goto out;
-err:
-	if (p->pidfd >= 0)
-		close(p->pidfd);
-	free(p);
-	p = NULL;
-out:
-	pthread_mutex_unlock(&nic->lock);
-	return p;
-}
-
-void zd_ms_peer_put(struct zd_mlx5sim_nic *nic, struct zd_ms_peer *p)
-{
-	struct zd_ms_peer **pp;
-
-	if (p->own)
-		return;
-	pthread_mutex_lock(&nic->lock);
-	if (--p->refs) {
-		pthread_mutex_unlock(&nic->lock);
-		return;
-	}
-	for (pp = &nic->peers; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	pthread_mutex_unlock(&nic->lock);
-	for (uint32_t i = 0; i < ZD_MS_CHUNKS; i++)
-		if (p->chunks[i].base)
-			munmap(p->chunks[i].base, p->chunks[i].len);
-	munmap(p->sh, p->size);
-	close(p->pidfd);
-	pthread_mutex_destroy(&p->map_lock);
-	free(p);
-}
-
-void *zd_ms_peer_ptr(struct zd_ms_peer *p, uint32_t chunk, uint64_t addr, uint64_t len)
-{
-	struct zd_ms_chunk_map *m;
-	struct zd_ms_chunk *c;
-	uint32_t s, id;
-	uint64_t base, clen;
-	int fd;
-
-	if (p->self_proc)
-		return (void *)(uintptr_t)addr;
-	if (chunk >= ZD_MS_CHUNKS)
-		return NULL;
-	c = zd_ms_chunk_ctx(p->sh, chunk);
-	m = &p->chunks[chunk];
-	/* acquire: pairs with seq_end in zd_mlx5sim_chunk_add. */
-	s = atomic_load_explicit(&c->seq, memory_order_acquire);
-	id = atomic_load_explicit(&c->id, memory_order_relaxed);
-	fd = atomic_load_explicit(&c->fd, memory_order_relaxed);
-	base = atomic_load_explicit(&c->base, memory_order_relaxed);
-	clen = atomic_load_explicit(&c->len, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
-	if ((s & 1) || atomic_load_explicit(&c->seq, memory_order_relaxed) != s || !id)
-		return NULL;
-	if (addr < base || len > clen || addr - base > clen - len)
-		return NULL;
-	if (m->id != id || m->remote_base != base || m->len != clen) {
-		void *b;
-
-		/* Only the engine maps chunks; the lock covers close. */
-		pthread_mutex_lock(&p->map_lock);
-		if (map_remote(p->pidfd, fd, clen, &b) != 0) {
-			pthread_mutex_unlock(&p->map_lock);
-			return NULL;
-		}
-		if (m->base)
-			munmap(m->base, m->len);
-		m->base = b;
-		m->len = clen;
-		m->remote_base = base;
-		m->id = id;
-		pthread_mutex_unlock(&p->map_lock);
-	}
-	return (char *)m->base + (addr - base);
 }
 
 /* ---- events ---- */

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "core/zd_compiler.h"
 #include "hw/mlx5/sim/zd_mlx5sim.h"
@@ -125,7 +126,13 @@ struct zd_ms_shared {
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t cnt_cqes, cnt_overrun, cnt_events;
 };
 
-/* ---- process-private state ---- */
+/*
+ * ---- memory shared with peers (zd_mlx5sim_mem.c) ----
+ *
+ * Everything that reads or writes a peer's memory, or the MR and chunk
+ * tables that guard ours, goes through this group; zd_mlx5sim.h's
+ * chunk_add/chunk_remove and mr_add/mr_remove fill the tables.
+ */
 
 struct zd_ms_chunk_map {
 	uint32_t id;
@@ -148,6 +155,42 @@ struct zd_ms_peer {
 	struct zd_ms_chunk_map chunks[ZD_MS_CHUNKS];
 	pthread_mutex_t map_lock;
 };
+
+struct zd_ms_rseg {             /* a checked range of the peer's memory */
+	uint64_t addr;
+	uint64_t len;
+	uint32_t chunk;
+};
+
+/* Checks [addr, addr + len) against MR key of table sh for pdn and access;
+ * returns the MR's chunk slot through *chunk (may be NULL). */
+bool zd_ms_mr_check(struct zd_ms_shared *sh, uint32_t key, uint32_t pdn, uint32_t need,
+		    uint64_t addr, uint64_t len, uint32_t *chunk);
+
+/* nic->self, our own region seen as a peer; fini also drops every peer
+ * (the engine has stopped, the QPs are gone). */
+void zd_ms_peers_init(struct zd_mlx5sim_nic *nic);
+void zd_ms_peers_fini(struct zd_mlx5sim_nic *nic);
+/* The peer NIC a QP address names, mapped on first use (not under
+ * nic->lock); NULL if it cannot be reached or its region is malformed. */
+struct zd_ms_peer *zd_ms_peer_get(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_addr *a);
+void zd_ms_peer_put(struct zd_mlx5sim_nic *nic, struct zd_ms_peer *p);
+
+/* Copies between local iovecs and the peer's checked segments (equal
+ * totals): 0 or -1.  A copy to the peer with last_last stores its last
+ * byte after every other one is visible, as an RDMA write lands over PCIe:
+ * consumers poll the last byte of a write target. */
+int zd_ms_peer_copy(struct zd_ms_peer *p, bool to_peer, struct iovec *l, int nl,
+		    const struct zd_ms_rseg *r, int nr, bool last_last);
+
+/* A 64-bit atomic on the peer's [addr, addr + 8) (checked, in MR chunk
+ * slot chunk): apply computes the new value from the old one and whether
+ * to store it; the old value lands in *old.  0, or -1 if unreachable. */
+typedef uint64_t zd_ms_atomic_fn(uint64_t old, const void *arg, bool *store);
+int zd_ms_peer_atomic(struct zd_ms_peer *p, uint32_t chunk, uint64_t addr,
+		      zd_ms_atomic_fn *apply, const void *arg, uint64_t *old);
+
+/* ---- process-private state ---- */
 
 /* A WQE as the engine executed it, for the BlueFlame copy check. */
 struct zd_ms_shadow {
@@ -236,20 +279,17 @@ static inline bool zd_ms_in(const struct zd_ms_shared *sh, size_t sz, uint64_t o
 	return off >= sh->arena_off && off <= sz && len <= sz - off;
 }
 
-/* Peers (zd_mlx5sim_nic.c). */
-struct zd_ms_peer *zd_ms_peer_get(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_addr *a);
-void zd_ms_peer_put(struct zd_mlx5sim_nic *nic, struct zd_ms_peer *p);
+static inline void zd_ms_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
 
-/* MR lookup: copies a consistent entry; false if the key is unknown. */
-struct zd_ms_mr_view {
-	uint32_t access, pdn, chunk;
-	uint64_t addr, len;
-};
-bool zd_ms_mr_read(struct zd_ms_shared *sh, uint32_t key, struct zd_ms_mr_view *v);
-
-/* Pointer to [addr, addr + len) of the peer's memory if reachable by
- * load/store (same process or a mapped chunk), else NULL. */
-void *zd_ms_peer_ptr(struct zd_ms_peer *p, uint32_t chunk, uint64_t addr, uint64_t len);
+/* NIC (zd_mlx5sim_nic.c).  Under nic->lock: is PD pdn allocated? */
+bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
 
 /* Engine (zd_mlx5sim_engine.c). */
 void *zd_ms_engine_main(void *arg);
