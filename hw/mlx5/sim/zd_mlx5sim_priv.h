@@ -291,10 +291,12 @@ static inline void zd_ms_cpu_relax(void)
 /* NIC (zd_mlx5sim_nic.c).  Under nic->lock: is PD pdn allocated? */
 bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
 
+/* Events (zd_mlx5sim_event.c): CQ cq of region sh fired; wakes the waiters. */
+void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
+
 /* Engine (zd_mlx5sim_engine.c). */
 void *zd_ms_engine_main(void *arg);
 /* Under nic->lock: the last BlueFlame checks of a QP (writer done). */
 void zd_ms_qp_bf_final(struct zd_mlx5sim_nic *nic, uint32_t i);
-void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
 
 #endif /* ZD_MLX5SIM_PRIV_H */
