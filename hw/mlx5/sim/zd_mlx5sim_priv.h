@@ -288,8 +288,20 @@ static inline void zd_ms_cpu_relax(void)
 #endif
 }
 
-/* NIC (zd_mlx5sim_nic.c).  Under nic->lock: is PD pdn allocated? */
+static inline uint32_t zd_ms_pow2_up(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+/* NIC (zd_mlx5sim_nic.c), all under nic->lock.  PD pdn allocated?  Queue
+ * memory: whole zeroed pages of the arena, as a region offset or -ENOMEM. */
 bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
+int64_t zd_ms_arena_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes);
+void zd_ms_arena_free(struct zd_mlx5sim_nic *nic, uint64_t off, uint64_t bytes);
 
 /* Events (zd_mlx5sim_event.c): CQ cq of region sh fired; wakes the waiters. */
 void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
