@@ -49,108 +49,6 @@ static uint32_t rd_be32(const void *p)
 	return be32toh(v);
 }
 
-/* ---- CQEs ---- */
-
-/* Writes one CQE (owner bit filled in here) to CQ cqn of a NIC region,
- * claiming its slot by CAS; raises the event if the CQ is armed.  False if
- * the CQ is gone or overran (then it is in error). */
-static bool cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn,
-		     struct mlx5_cqe64 *cqe, bool solicited)
-{
-	struct zd_ms_cq *cq;
-	struct mlx5_cqe64 *slot;
-	volatile __be32 *db;
-	uint32_t p, ci, cnt, armed;
-	bool err = (cqe->op_own >> 4) == MLX5_CQE_REQ_ERR || (cqe->op_own >> 4) == MLX5_CQE_RESP_ERR;
-
-	if (cqn < 1 || cqn > sh->max_cq)
-		return false;
-	cq = zd_ms_cq_ctx(sh, cqn - 1);
-	cnt = cq->cqe_cnt;
-	if (!atomic_load_explicit(&cq->live, memory_order_acquire) ||
-	    atomic_load_explicit(&cq->error, memory_order_relaxed) || !cnt || (cnt & (cnt - 1)) ||
-	    !zd_ms_in(sh, size, cq->buf_off, (uint64_t)cnt * 64) ||
-	    !zd_ms_in(sh, size, cq->db_off, 8))
-		return false;
-	db = zd_ms_at(sh, cq->db_off);
-	p = atomic_load_explicit(&cq->prod, memory_order_relaxed);
-	do {
-		ci = be32toh(db[ZD_MLX5_CQ_SET_CI]) & 0xffffff;
-		if (((p - ci) & 0xffffff) >= cnt) {
-			/* Overrun: the CQ error async event of the PRM. */
-			atomic_store(&cq->error, 1);
-			atomic_fetch_add(&sh->cnt_overrun, 1);
-			return false;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(&cq->prod, &p, p + 1, memory_order_seq_cst,
-							memory_order_relaxed));
-	slot = zd_ms_at(sh, cq->buf_off + (uint64_t)(p & (cnt - 1)) * 64);
-	memcpy(slot, cqe, offsetof(struct mlx5_cqe64, op_own));
-	/* release: the consumer's read barrier after the owner check pairs
-	 * with this; the body is visible before the owner bit flips. */
-	__atomic_store_n(&slot->op_own, (uint8_t)(cqe->op_own | !!(p & cnt)), __ATOMIC_RELEASE);
-	atomic_fetch_add_explicit(&sh->cnt_cqes, 1, memory_order_relaxed);
-
-	/* seq_cst fence: pairs with the one in arm_cq (Dekker): either the
-	 * arming engine sees this CQE or we see the armed state. */
-	atomic_thread_fence(memory_order_seq_cst);
-	armed = atomic_load_explicit(&cq->armed, memory_order_relaxed);
-	if ((armed == 1 || (armed == 2 && (solicited || err))) &&
-	    atomic_compare_exchange_strong(&cq->armed, &armed, 0))
-		zd_ms_raise_event(sh, cq);
-	return true;
-}
-
-static void req_cqe(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
-		    uint32_t byte_cnt)
-{
-	memset(c, 0, sizeof(*c));
-	c->byte_cnt = htobe32(byte_cnt);
-	c->sop_drop_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
-	c->wqe_counter = htobe16(idx);
-	c->op_own = MLX5_CQE_REQ << 4;
-}
-
-static void err_cqe(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
-		    uint32_t qpn, uint16_t idx, uint32_t srqn)
-{
-	struct mlx5_err_cqe *e = (struct mlx5_err_cqe *)c;
-
-	memset(c, 0, sizeof(*c));
-	e->srqn = htobe32(srqn & 0xffffff);
-	e->syndrome = syndrome;
-	e->s_wqe_opcode_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
-	e->wqe_counter = htobe16(idx);
-	e->op_own = (resp ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR) << 4;
-}
-
-/* ---- arming ---- */
-
-static bool arm_cq(struct zd_ms_shared *sh, struct zd_ms_cq *cq)
-{
-	_Atomic uint64_t *w = zd_ms_at(sh, cq->uar_off + ZD_MLX5_CQ_UAR_DB);
-	uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-	uint32_t word[2], sn_cmd_ci, prod, mode;
-
-	if (!v || !atomic_compare_exchange_strong(w, &v, 0))
-		return false;
-	memcpy(word, &v, 8);
-	sn_cmd_ci = be32toh(word[0]);
-	if (be32toh(word[1]) != cq->cqn)
-		return true;       /* a doorbell for another CQ: ignored */
-	mode = (sn_cmd_ci & MLX5_CQ_DB_REQ_NOT_SOL) ? 2 : 1;
-	atomic_store_explicit(&cq->arm_ci, sn_cmd_ci & 0xffffff, memory_order_relaxed);
-	atomic_store_explicit(&cq->armed, mode, memory_order_relaxed);
-	/* seq_cst fence: pairs with the one in cq_write. */
-	atomic_thread_fence(memory_order_seq_cst);
-	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
-	/* CQEs past the consumer's index already: the event fires at once. */
-	if (mode == 1 && ((prod - sn_cmd_ci) & 0xffffff) != 0 &&
-	    atomic_compare_exchange_strong(&cq->armed, &mode, 0))
-		zd_ms_raise_event(sh, cq);
-	return true;
-}
-
 /* ---- receive side ---- */
 
 struct recv_claim {
@@ -338,11 +236,11 @@ static void resp_error(struct zd_ms_peer *p, struct zd_ms_qp *pq, const struct r
 {
 	struct mlx5_cqe64 c;
 
-	err_cqe(&c, true, syndrome, opcode, pq->qpn, rc->counter, rc->srqn);
+	zd_ms_cqe_err(&c, true, syndrome, opcode, pq->qpn, rc->counter, rc->srqn);
 	/* The error CQE before the state: once the responder's own engine
 	 * sees ERR it flushes the later receives, and their CQEs must not
 	 * overtake this one. */
-	cq_write(p->sh, p->size, pq->rcqn, &c, false);
+	zd_ms_cq_write(p->sh, p->size, pq->rcqn, &c, false);
 	set_err(pq);
 }
 
@@ -362,7 +260,7 @@ static void resp_cqe(struct wqe_ctx *x, struct zd_ms_qp *pq, const struct recv_c
 	c.wqe_counter = htobe16(rc->counter);
 	c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
 	/* A responder CQ that overran takes the responder QP down with it. */
-	if (!cq_write(p->sh, p->size, pq->rcqn, &c, se))
+	if (!zd_ms_cq_write(p->sh, p->size, pq->rcqn, &c, se))
 		set_err(pq);
 }
 
@@ -562,8 +460,8 @@ static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t p
 
 		if (!nbb || nbb > ((pi - ci) & 0xffff))
 			nbb = 1;
-		err_cqe(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn, (uint16_t)ci, 0);
-		cq_write(nic->sh, nic->size, qp->scqn, &c, false);
+		zd_ms_cqe_err(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn, (uint16_t)ci, 0);
+		zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false);
 		atomic_fetch_add(&nic->cnt_wqes, 1);
 		ci += nbb;
 		atomic_store(&qp->sq_ci, ci);
@@ -587,8 +485,8 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 			return work;
 		if (!atomic_compare_exchange_strong(&qp->rq_ci, &c, c + 1))
 			continue;
-		err_cqe(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c, 0);
-		cq_write(nic->sh, nic->size, qp->rcqn, &cqe, false);
+		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c, 0);
+		zd_ms_cq_write(nic->sh, nic->size, qp->rcqn, &cqe, false);
 		work = true;
 	}
 }
@@ -632,8 +530,8 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 		work = true;
 		if (r.status == R_OK) {
 			if (x.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
-				req_cqe(&c, qp->qpn, x.opcode, (uint16_t)ci, r.byte_cnt);
-				if (!cq_write(nic->sh, nic->size, qp->scqn, &c, false))
+				zd_ms_cqe_req(&c, qp->qpn, x.opcode, (uint16_t)ci, r.byte_cnt);
+				if (!zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false))
 					set_err(qp);
 			}
 		} else {
@@ -645,8 +543,8 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 			if (r.peer_err && e->peer)
 				set_err(zd_ms_qp_ctx(e->peer->sh, e->peer_idx));
 			set_err(qp);
-			err_cqe(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
-			cq_write(nic->sh, nic->size, qp->scqn, &c, false);
+			zd_ms_cqe_err(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
+			zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false);
 		}
 		ci += nbb;
 		atomic_store(&qp->sq_ci, ci);
@@ -844,7 +742,7 @@ void *zd_ms_engine_main(void *arg)
 			struct zd_ms_cq *cq = zd_ms_cq_ctx(sh, i);
 
 			if (atomic_load_explicit(&cq->live, memory_order_acquire))
-				work |= arm_cq(sh, cq);
+				work |= zd_ms_cq_arm(sh, cq);
 		}
 		for (uint32_t i = 0; i < nic->qp_hwm; i++)
 			work |= qp_pass(nic, i);

@@ -303,6 +303,19 @@ bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
 int64_t zd_ms_arena_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes);
 void zd_ms_arena_free(struct zd_mlx5sim_nic *nic, uint64_t off, uint64_t bytes);
 
+/* CQEs (zd_mlx5sim_cqe.c).  cq_write writes one CQE (owner bit filled in
+ * there) to CQ cqn of a NIC region of size bytes, claiming its slot by
+ * CAS, and raises the event if the CQ is armed; false if the CQ is gone or
+ * overran (then it is in error).  cq_arm consumes the CQ's arm doorbell:
+ * true if there was one. */
+bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn, struct mlx5_cqe64 *cqe,
+		    bool solicited);
+void zd_ms_cqe_req(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
+		   uint32_t byte_cnt);
+void zd_ms_cqe_err(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
+		   uint32_t qpn, uint16_t idx, uint32_t srqn);
+bool zd_ms_cq_arm(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
+
 /* Events (zd_mlx5sim_event.c): CQ cq of region sh fired; wakes the waiters. */
 void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
 

@@ -1,0 +1,111 @@
+/*
+ * Completions of the software mlx5 device: CQEs written into a CQ of any
+ * NIC region (ours, or the peer's for a responder CQE), the slot claimed
+ * by CAS because engines of several NICs may complete into one CQ, the
+ * owner bit stored last; and the CQ arm doorbell, which the engine
+ * consumes.  An armed CQ that gets its CQE raises the event
+ * (zd_mlx5sim_event.c), whichever engine wrote it.
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "hw/mlx5/sim/zd_mlx5sim_priv.h"
+
+/* ---- CQEs ---- */
+
+bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn,
+		    struct mlx5_cqe64 *cqe, bool solicited)
+{
+	struct zd_ms_cq *cq;
+	struct mlx5_cqe64 *slot;
+	volatile __be32 *db;
+	uint32_t p, ci, cnt, armed;
+	bool err = (cqe->op_own >> 4) == MLX5_CQE_REQ_ERR || (cqe->op_own >> 4) == MLX5_CQE_RESP_ERR;
+
+	if (cqn < 1 || cqn > sh->max_cq)
+		return false;
+	cq = zd_ms_cq_ctx(sh, cqn - 1);
+	cnt = cq->cqe_cnt;
+	if (!atomic_load_explicit(&cq->live, memory_order_acquire) ||
+	    atomic_load_explicit(&cq->error, memory_order_relaxed) || !cnt || (cnt & (cnt - 1)) ||
+	    !zd_ms_in(sh, size, cq->buf_off, (uint64_t)cnt * 64) ||
+	    !zd_ms_in(sh, size, cq->db_off, 8))
+		return false;
+	db = zd_ms_at(sh, cq->db_off);
+	p = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	do {
+		ci = be32toh(db[ZD_MLX5_CQ_SET_CI]) & 0xffffff;
+		if (((p - ci) & 0xffffff) >= cnt) {
+			/* Overrun: the CQ error async event of the PRM. */
+			atomic_store(&cq->error, 1);
+			atomic_fetch_add(&sh->cnt_overrun, 1);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&cq->prod, &p, p + 1, memory_order_seq_cst,
+							memory_order_relaxed));
+	slot = zd_ms_at(sh, cq->buf_off + (uint64_t)(p & (cnt - 1)) * 64);
+	memcpy(slot, cqe, offsetof(struct mlx5_cqe64, op_own));
+	/* release: the consumer's read barrier after the owner check pairs
+	 * with this; the body is visible before the owner bit flips. */
+	__atomic_store_n(&slot->op_own, (uint8_t)(cqe->op_own | !!(p & cnt)), __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(&sh->cnt_cqes, 1, memory_order_relaxed);
+
+	/* seq_cst fence: pairs with the one in zd_ms_cq_arm (Dekker): either the
+	 * arming engine sees this CQE or we see the armed state. */
+	atomic_thread_fence(memory_order_seq_cst);
+	armed = atomic_load_explicit(&cq->armed, memory_order_relaxed);
+	if ((armed == 1 || (armed == 2 && (solicited || err))) &&
+	    atomic_compare_exchange_strong(&cq->armed, &armed, 0))
+		zd_ms_raise_event(sh, cq);
+	return true;
+}
+
+void zd_ms_cqe_req(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
+		   uint32_t byte_cnt)
+{
+	memset(c, 0, sizeof(*c));
+	c->byte_cnt = htobe32(byte_cnt);
+	c->sop_drop_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
+	c->wqe_counter = htobe16(idx);
+	c->op_own = MLX5_CQE_REQ << 4;
+}
+
+void zd_ms_cqe_err(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
+		   uint32_t qpn, uint16_t idx, uint32_t srqn)
+{
+	struct mlx5_err_cqe *e = (struct mlx5_err_cqe *)c;
+
+	memset(c, 0, sizeof(*c));
+	e->srqn = htobe32(srqn & 0xffffff);
+	e->syndrome = syndrome;
+	e->s_wqe_opcode_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
+	e->wqe_counter = htobe16(idx);
+	e->op_own = (resp ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR) << 4;
+}
+
+/* ---- arming ---- */
+
+bool zd_ms_cq_arm(struct zd_ms_shared *sh, struct zd_ms_cq *cq)
+{
+	_Atomic uint64_t *w = zd_ms_at(sh, cq->uar_off + ZD_MLX5_CQ_UAR_DB);
+	uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+	uint32_t word[2], sn_cmd_ci, prod, mode;
+
+	if (!v || !atomic_compare_exchange_strong(w, &v, 0))
+		return false;
+	memcpy(word, &v, 8);
+	sn_cmd_ci = be32toh(word[0]);
+	if (be32toh(word[1]) != cq->cqn)
+		return true;       /* a doorbell for another CQ: ignored */
+	mode = (sn_cmd_ci & MLX5_CQ_DB_REQ_NOT_SOL) ? 2 : 1;
+	atomic_store_explicit(&cq->arm_ci, sn_cmd_ci & 0xffffff, memory_order_relaxed);
+	atomic_store_explicit(&cq->armed, mode, memory_order_relaxed);
+	/* seq_cst fence: pairs with the one in zd_ms_cq_write. */
+	atomic_thread_fence(memory_order_seq_cst);
+	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	/* CQEs past the consumer's index already: the event fires at once. */
+	if (mode == 1 && ((prod - sn_cmd_ci) & 0xffffff) != 0 &&
+	    atomic_compare_exchange_strong(&cq->armed, &mode, 0))
+		zd_ms_raise_event(sh, cq);
+	return true;
+}
