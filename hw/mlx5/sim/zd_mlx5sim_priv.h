@@ -29,11 +29,13 @@
 #ifndef ZD_MLX5SIM_PRIV_H
 #define ZD_MLX5SIM_PRIV_H
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -288,6 +290,14 @@ static inline void zd_ms_cpu_relax(void)
 #endif
 }
 
+static inline uint32_t zd_ms_rd_be32(const void *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
 static inline uint32_t zd_ms_pow2_up(uint32_t v)
 {
 	uint32_t p = 1;
@@ -321,7 +331,14 @@ void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
 
 /* Engine (zd_mlx5sim_engine.c). */
 void *zd_ms_engine_main(void *arg);
-/* Under nic->lock: the last BlueFlame checks of a QP (writer done). */
+
+/* BlueFlame checks (zd_mlx5sim_bf.c), under nic->lock.  Per pass: observe
+ * the halves before the SQ runs, shadow each WQE executed, resolve the
+ * copies after.  bf_final: the last checks of QP i (its writer is done). */
+void zd_ms_bf_observe(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e);
+void zd_ms_bf_shadow(struct zd_ms_qpe *e, uint16_t idx, uint32_t nbb, const uint8_t *w);
+void zd_ms_bf_resolve(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e,
+		      bool final);
 void zd_ms_qp_bf_final(struct zd_mlx5sim_nic *nic, uint32_t i);
 
 #endif /* ZD_MLX5SIM_PRIV_H */
