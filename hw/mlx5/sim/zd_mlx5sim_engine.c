@@ -2,28 +2,22 @@
  * The engine of the software mlx5 device: the NIC hardware.
  *
  * One thread per NIC.  Each pass it takes the CQ arm doorbells, looks at
- * each QP's BlueFlame halves (doorbell order, copy check), executes the
- * WQEs its SQ doorbell record announces, and flushes the queues of QPs in
- * error.  Idle, it spins a little, then sleeps, growing to ~100 us, so an
- * idle NIC costs little.
+ * each QP's BlueFlame halves (doorbell order, copy check: zd_mlx5sim_bf.c),
+ * executes the WQEs its SQ doorbell record announces, and flushes the
+ * queues of QPs in error.  Idle, it spins a little, then sleeps, growing to
+ * ~100 us, so an idle NIC costs little.
  *
- * WQE execution ("the initiator executes"): the WQE is copied out of the
- * SQ in 64-byte basic blocks (wrapping at the end of the buffer), its
- * control segment checked (index, QPN, ds, flags, opcode), its local
- * segments checked against this NIC's MR table and its remote ones against
- * the peer's, and the data moved; sends and writes with immediate consume
- * a receive WQE of the peer (RQ or SRQ, claimed by CAS) and write the
- * peer's receive CQE.  No receive posted: the WQE stays at the head of its
- * SQ and is retried on later passes (RNR, infinite retries), other QPs go
- * on.  Errors complete the WQE with the syndrome the PRM names and move the
- * QP (and, for errors the responder detects, the peer QP) to ERR; from then
- * on every WQE completes with WR_FLUSH_ERR.
+ * The SQ: each WQE is copied out in 64-byte basic blocks (wrapping at the
+ * end of the buffer) and executed (zd_mlx5sim_exec.c).  No receive posted
+ * at the peer: the WQE stays at the head of its SQ and is retried on later
+ * passes (RNR, infinite retries), other QPs go on.  Errors complete the WQE
+ * with the syndrome the PRM names and move the QP (and, for errors the
+ * responder detects, the peer QP) to ERR; from then on every WQE completes
+ * with WR_FLUSH_ERR.
  */
 #include <endian.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
 
 #include "hw/mlx5/sim/zd_mlx5sim_priv.h"
@@ -31,381 +25,6 @@
 #define SPIN_PASSES   256
 #define SLEEP_MAX_NS  100000
 #define SLEEP_IDLE_NS 10000000     /* no QP at all */
-
-enum { R_OK, R_RNR, R_ERR };
-
-struct result {
-	int status;
-	uint8_t syndrome;            /* requester's */
-	bool peer_err;               /* the responder's QP goes to ERR too */
-	uint32_t byte_cnt;
-};
-
-/* ---- receive side ---- */
-
-struct recv_claim {
-	const uint8_t *wqe;          /* first data segment */
-	uint32_t nseg;
-	uint16_t counter;            /* wqe_counter of the responder CQE */
-	uint32_t srqn;
-};
-
-/* Claims the next receive WQE of the peer QP pq: R_OK, R_RNR, or R_ERR
- * if its queue is malformed. */
-static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_claim *rc)
-{
-	struct zd_ms_shared *sh = p->sh;
-
-	if (pq->srqn) {
-		struct zd_ms_srq *s;
-		uint64_t hw, nhw;
-		const uint8_t *w;
-		uint32_t posted, cons, head;
-
-		if (pq->srqn > sh->max_srq)
-			return R_ERR;
-		s = zd_ms_srq_ctx(sh, pq->srqn - 1);
-		if (!atomic_load_explicit(&s->live, memory_order_acquire) || s->wqe_cnt < 2 ||
-		    (s->wqe_cnt & (s->wqe_cnt - 1)) || s->stride < 32 ||
-		    s->stride > 16 * (ZD_MS_MAX_SGE * 2 + 1) ||
-		    !zd_ms_in(sh, p->size, s->buf_off, (uint64_t)s->wqe_cnt * s->stride) ||
-		    !zd_ms_in(sh, p->size, s->db_off, 4))
-			return R_ERR;
-		hw = atomic_load_explicit(&s->hw, memory_order_acquire);
-		do {
-			posted = be32toh(*(volatile __be32 *)zd_ms_at(sh, s->db_off)) & 0xffff;
-			cons = (uint32_t)(hw >> 32);
-			if (((posted - cons) & 0xffff) == 0)
-				return R_RNR;
-			/* acquire: the WQE was written before the counter. */
-			atomic_thread_fence(memory_order_acquire);
-			head = (uint32_t)hw & 0xffff;
-			w = zd_ms_at(sh, s->buf_off + (uint64_t)(head & (s->wqe_cnt - 1)) * s->stride);
-			nhw = (uint64_t)(cons + 1) << 32 |
-			      be16toh(((const struct mlx5_wqe_srq_next_seg *)w)->next_wqe_index);
-		} while (!atomic_compare_exchange_weak(&s->hw, &hw, nhw));
-		rc->wqe = w + sizeof(struct mlx5_wqe_srq_next_seg);
-		rc->nseg = s->stride / 16 - 1;
-		rc->counter = (uint16_t)head;
-		rc->srqn = s->srqn;
-		return R_OK;
-	}
-	if (!pq->rq_wqe_cnt || (pq->rq_wqe_cnt & (pq->rq_wqe_cnt - 1)) || pq->rq_stride < 16 ||
-	    pq->rq_stride > 16 * ZD_MS_MAX_SGE * 2 ||
-	    !zd_ms_in(sh, p->size, pq->rq_off, (uint64_t)pq->rq_wqe_cnt * pq->rq_stride) ||
-	    !zd_ms_in(sh, p->size, pq->db_off, 8))
-		return R_ERR;
-	uint32_t c = atomic_load_explicit(&pq->rq_ci, memory_order_relaxed), posted;
-
-	do {
-		posted = be32toh(((volatile __be32 *)zd_ms_at(sh, pq->db_off))[MLX5_RCV_DBR]) & 0xffff;
-		if (((posted - c) & 0xffff) == 0)
-			return R_RNR;
-		if (((posted - c) & 0xffff) > pq->rq_wqe_cnt)
-			return R_ERR;
-	} while (!atomic_compare_exchange_weak(&pq->rq_ci, &c, c + 1));
-	/* acquire: the WQE was written before the doorbell record. */
-	atomic_thread_fence(memory_order_acquire);
-	rc->wqe = zd_ms_at(sh, pq->rq_off + (uint64_t)(c & (pq->rq_wqe_cnt - 1)) * pq->rq_stride);
-	rc->nseg = pq->rq_stride / 16;
-	rc->counter = (uint16_t)c;
-	rc->srqn = 0;
-	return R_OK;
-}
-
-/* Checks a receive WQE's scatter list against the peer's MR table:
- * 0, or the responder's syndrome. */
-static uint8_t recv_scatter(struct zd_ms_peer *p, struct zd_ms_qp *pq,
-			    const struct recv_claim *rc, uint64_t need, struct zd_ms_rseg *r, int *nr)
-{
-	uint64_t have = 0;
-
-	*nr = 0;
-	for (uint32_t i = 0; i < rc->nseg && have < need; i++) {
-		const struct mlx5_wqe_data_seg *d = (const void *)(rc->wqe + 16 * i);
-		uint32_t len = be32toh(d->byte_count), key = be32toh(d->lkey);
-		uint64_t addr = be64toh(d->addr), use;
-
-		if (key == MLX5_INVALID_LKEY)
-			break;
-		use = ZD_MIN((uint64_t)len, need - have);
-		if (!use)
-			continue;
-		if (!zd_ms_mr_check(p->sh, key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE, addr, use,
-			      &r[*nr].chunk))
-			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-		r[*nr].addr = addr;
-		r[*nr].len = use;
-		(*nr)++;
-		have += use;
-	}
-	return have < need ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR : 0;
-}
-
-/* ---- WQE execution ---- */
-
-struct wqe_ctx {
-	struct zd_mlx5sim_nic *nic;
-	struct zd_ms_qp *qp;
-	struct zd_ms_qpe *e;
-	const uint8_t *w;            /* linear copy of the WQE */
-	uint32_t size;               /* ds * 16 */
-	uint8_t opcode, fm_ce_se;
-	uint16_t idx;
-	__be32 imm;
-};
-
-/* Parses data and inline segments from off to the end into local iovecs,
- * checking each data segment against our MR table (need: access bits). */
-static bool local_sges(struct wqe_ctx *x, uint32_t off, bool allow_inline, uint32_t need,
-		       struct iovec *iov, int *n, uint64_t *total)
-{
-	*n = 0;
-	*total = 0;
-	while (off < x->size) {
-		uint32_t bc = zd_ms_rd_be32(x->w + off);
-
-		if (*n >= ZD_MS_MAX_SGE * 2)
-			return false;
-		if (bc & MLX5_INLINE_SEG) {
-			uint32_t len = bc & ~MLX5_INLINE_SEG;
-
-			if (!allow_inline || len > x->size - off - 4)
-				return false;
-			iov[*n].iov_base = (void *)(x->w + off + 4);
-			iov[*n].iov_len = len;
-			off += (4 + len + 15) & ~15u;
-		} else {
-			const struct mlx5_wqe_data_seg *d = (const void *)(x->w + off);
-			uint64_t addr = be64toh(d->addr);
-
-			if (x->size - off < 16 ||
-			    !zd_ms_mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, need, addr, bc, NULL))
-				return false;
-			iov[*n].iov_base = (void *)(uintptr_t)addr;
-			iov[*n].iov_len = bc;
-			off += 16;
-		}
-		*total += iov[*n].iov_len;
-		(*n)++;
-	}
-	return *total <= (1ull << 31);
-}
-
-static struct zd_ms_qp *peer_qp(struct wqe_ctx *x)
-{
-	struct zd_ms_peer *p = x->e->peer;
-	struct zd_ms_qp *pq;
-	uint32_t st;
-
-	if (!p || x->e->peer_idx >= p->sh->max_qp)
-		return NULL;
-	pq = zd_ms_qp_ctx(p->sh, x->e->peer_idx);
-	st = atomic_load_explicit(&pq->state, memory_order_acquire);
-	if ((st != ZD_MLX5SIM_QPS_RTR && st != ZD_MLX5SIM_QPS_RTS) ||
-	    atomic_load(&pq->peer_uid) != x->nic->sh->uid ||
-	    atomic_load(&pq->peer_qpn) != x->qp->qpn)
-		return NULL;
-	return pq;
-}
-
-static void set_err(struct zd_ms_qp *qp)
-{
-	uint32_t st = atomic_load(&qp->state);
-
-	if (st == ZD_MLX5SIM_QPS_RTR || st == ZD_MLX5SIM_QPS_RTS || st == ZD_MLX5SIM_QPS_INIT)
-		atomic_compare_exchange_strong(&qp->state, &st, ZD_MLX5SIM_QPS_ERR);
-}
-
-static struct result fail(uint8_t syndrome, bool peer_err)
-{
-	return (struct result){ .status = R_ERR, .syndrome = syndrome, .peer_err = peer_err };
-}
-
-/* Responder error on a claimed receive: its error CQE, then the QP errs. */
-static void resp_error(struct zd_ms_peer *p, struct zd_ms_qp *pq, const struct recv_claim *rc,
-		       uint8_t syndrome, uint8_t opcode)
-{
-	struct mlx5_cqe64 c;
-
-	zd_ms_cqe_err(&c, true, syndrome, opcode, pq->qpn, rc->counter, rc->srqn);
-	/* The error CQE before the state: once the responder's own engine
-	 * sees ERR it flushes the later receives, and their CQEs must not
-	 * overtake this one. */
-	zd_ms_cq_write(p->sh, p->size, pq->rcqn, &c, false);
-	set_err(pq);
-}
-
-static void resp_cqe(struct wqe_ctx *x, struct zd_ms_qp *pq, const struct recv_claim *rc,
-		     uint8_t op, uint32_t len)
-{
-	struct zd_ms_peer *p = x->e->peer;
-	bool se = x->fm_ce_se & MLX5_WQE_CTRL_SOLICITED;
-	struct mlx5_cqe64 c;
-
-	memset(&c, 0, sizeof(c));
-	c.srqn_uidx = htobe32(rc->srqn & 0xffffff);
-	c.byte_cnt = htobe32(len);
-	c.imm_inval_pkey = op == MLX5_CQE_RESP_SEND ? 0 : x->imm;
-	c.flags_rqpn = htobe32(x->qp->qpn & 0xffffff);
-	c.sop_drop_qpn = htobe32(pq->qpn & 0xffffff);
-	c.wqe_counter = htobe16(rc->counter);
-	c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
-	/* A responder CQ that overran takes the responder QP down with it. */
-	if (!zd_ms_cq_write(p->sh, p->size, pq->rcqn, &c, se))
-		set_err(pq);
-}
-
-static struct result do_send(struct wqe_ctx *x)
-{
-	struct iovec l[ZD_MS_MAX_SGE * 2];
-	struct zd_ms_rseg r[ZD_MS_MAX_SGE * 2];
-	struct recv_claim rc;
-	struct zd_ms_qp *pq;
-	uint64_t total;
-	int n, nr, st;
-	uint8_t syn;
-
-	if (!local_sges(x, 16, true, 0, l, &n, &total))
-		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
-	pq = peer_qp(x);
-	if (!pq)
-		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
-	st = recv_claim(x->e->peer, pq, &rc);
-	if (st == R_RNR)
-		return (struct result){ .status = R_RNR };
-	if (st == R_ERR)
-		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
-	syn = recv_scatter(x->e->peer, pq, &rc, total, r, &nr);
-	if (syn) {
-		resp_error(x->e->peer, pq, &rc, syn, x->opcode);
-		return fail(syn == MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR ?
-				    MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR :
-				    MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
-			    false);
-	}
-	if (zd_ms_peer_copy(x->e->peer, true, l, n, r, nr, false) != 0) {
-		resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, x->opcode);
-		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, false);
-	}
-	resp_cqe(x, pq, &rc, x->opcode == MLX5_OPCODE_SEND_IMM ? MLX5_CQE_RESP_SEND_IMM :
-								  MLX5_CQE_RESP_SEND,
-		 (uint32_t)total);
-	return (struct result){ .status = R_OK, .byte_cnt = (uint32_t)total };
-}
-
-static struct result do_rdma(struct wqe_ctx *x)
-{
-	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
-	bool write = x->opcode != MLX5_OPCODE_RDMA_READ;
-	struct iovec l[ZD_MS_MAX_SGE * 2];
-	struct recv_claim rc;
-	struct zd_ms_qp *pq;
-	struct zd_ms_rseg r;
-	uint64_t total;
-	int n;
-
-	if (x->size < 32)
-		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-	if (!local_sges(x, 32, write, write ? 0 : ZD_MLX5SIM_ACCESS_LOCAL_WRITE, l, &n, &total))
-		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
-	pq = peer_qp(x);
-	if (!pq)
-		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
-	r.addr = be64toh(ra->raddr);
-	r.len = total;
-	/* A zero-length RDMA carries no rkey check, as on the wire. */
-	if (total && !zd_ms_mr_check(x->e->peer->sh, be32toh(ra->rkey), pq->pdn,
-			       write ? ZD_MLX5SIM_ACCESS_REMOTE_WRITE : ZD_MLX5SIM_ACCESS_REMOTE_READ,
-			       r.addr, total, &r.chunk))
-		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM) {
-		int st = recv_claim(x->e->peer, pq, &rc);
-
-		if (st == R_RNR)
-			return (struct result){ .status = R_RNR };
-		if (st == R_ERR)
-			return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
-	}
-	if (zd_ms_peer_copy(x->e->peer, write, l, n, &r, 1, write) != 0)
-		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
-		resp_cqe(x, pq, &rc, MLX5_CQE_RESP_WR_IMM, (uint32_t)total);
-	return (struct result){ .status = R_OK, .byte_cnt = (uint32_t)total };
-}
-
-/* Big-endian 64-bit atomics (the mlx5 default): operands and the value in
- * memory are big-endian; the old value lands in the local buffer as is. */
-static uint64_t atomic_apply(uint64_t old_raw, const void *arg, bool *store)
-{
-	const struct wqe_ctx *x = arg;
-	const struct mlx5_wqe_atomic_seg *a = (const void *)(x->w + 32);
-
-	if (x->opcode == MLX5_OPCODE_ATOMIC_CS) {
-		*store = old_raw == a->compare;
-		return a->swap_add;
-	}
-	*store = true;
-	return htobe64(be64toh(old_raw) + be64toh(a->swap_add));
-}
-
-static struct result do_atomic(struct wqe_ctx *x)
-{
-	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
-	const struct mlx5_wqe_data_seg *d = (const void *)(x->w + 48);
-	struct zd_ms_peer *p = x->e->peer;
-	uint64_t raddr = be64toh(ra->raddr), laddr = be64toh(d->addr), old;
-	struct zd_ms_qp *pq;
-	uint32_t chunk;
-
-	if (x->size != 64 || be32toh(d->byte_count) != 8)
-		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-	if (!zd_ms_mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
-		      laddr, 8, NULL))
-		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
-	pq = peer_qp(x);
-	if (!pq)
-		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
-	if (raddr & 7)
-		return fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, true);
-	if (!zd_ms_mr_check(p->sh, be32toh(ra->rkey), pq->pdn, ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8,
-		      &chunk))
-		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	if (zd_ms_peer_atomic(p, chunk, raddr, atomic_apply, x, &old) != 0)
-		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	memcpy((void *)(uintptr_t)laddr, &old, 8);
-	return (struct result){ .status = R_OK, .byte_cnt = 8 };
-}
-
-static struct result exec_wqe(struct wqe_ctx *x, uint16_t expect_idx)
-{
-	uint32_t w0 = zd_ms_rd_be32(x->w), qpn_ds = zd_ms_rd_be32(x->w + 4);
-
-	x->opcode = (uint8_t)w0;
-	x->idx = (uint16_t)(w0 >> 8);
-	x->fm_ce_se = x->w[11];
-	memcpy(&x->imm, x->w + 12, 4);
-	/* Control segment: index, QPN, opcode modifier, reserved flag bits. */
-	if (x->idx != expect_idx || (qpn_ds >> 8) != x->qp->qpn || (w0 >> 24) != 0 ||
-	    (x->fm_ce_se & 0x11))
-		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-	switch (x->opcode) {
-	case MLX5_OPCODE_NOP:
-		return (struct result){ .status = R_OK };
-	case MLX5_OPCODE_SEND:
-	case MLX5_OPCODE_SEND_IMM:
-		return do_send(x);
-	case MLX5_OPCODE_RDMA_WRITE:
-	case MLX5_OPCODE_RDMA_WRITE_IMM:
-	case MLX5_OPCODE_RDMA_READ:
-		return do_rdma(x);
-	case MLX5_OPCODE_ATOMIC_CS:
-	case MLX5_OPCODE_ATOMIC_FA:
-		return do_atomic(x);
-	default:
-		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-	}
-}
 
 /* ---- send queue ---- */
 
@@ -441,7 +60,8 @@ static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t p
 
 		if (!nbb || nbb > ((pi - ci) & 0xffff))
 			nbb = 1;
-		zd_ms_cqe_err(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn, (uint16_t)ci, 0);
+		zd_ms_cqe_err(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn,
+			      (uint16_t)ci, 0);
 		zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false);
 		atomic_fetch_add(&nic->cnt_wqes, 1);
 		ci += nbb;
@@ -466,7 +86,8 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 			return work;
 		if (!atomic_compare_exchange_strong(&qp->rq_ci, &c, c + 1))
 			continue;
-		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c, 0);
+		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c,
+			      0);
 		zd_ms_cq_write(nic->sh, nic->size, qp->rcqn, &cqe, false);
 		work = true;
 	}
@@ -481,25 +102,22 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 
 	while (((pi - ci) & 0xffff) != 0 && atomic_load(&qp->state) == ZD_MLX5SIM_QPS_RTS) {
 		uint32_t avail = (pi - ci) & 0xffff, nbb;
-		struct wqe_ctx x = { .nic = nic, .qp = qp, .e = e, .w = buf };
-		struct result r;
+		struct zd_ms_wqe x = { .nic = nic, .qp = qp, .e = e, .w = buf };
+		struct zd_ms_result r;
 		struct mlx5_cqe64 c;
 
 		if (avail > qp->sq_wqe_cnt) {
 			/* A doorbell record beyond the queue: the QP errs. */
-			set_err(qp);
+			zd_ms_qp_set_err(qp);
 			break;
 		}
 		nbb = wqe_fetch(nic->sh, qp, ci, buf, &size);
-		if (!nbb || nbb > avail) {
-			nbb = 1;
-			r = fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-			x.opcode = buf[3];
-		} else {
+		if (!nbb || nbb > avail)
+			nbb = 1;        /* x.size 0: malformed, exec fails it */
+		else
 			x.size = size;
-			r = exec_wqe(&x, (uint16_t)ci);
-		}
-		if (r.status == R_RNR) {
+		r = zd_ms_wqe_exec(&x, (uint16_t)ci);
+		if (r.status == ZD_MS_RNR) {
 			if (!e->rnr)
 				atomic_fetch_add(&nic->cnt_rnr, 1);
 			e->rnr = true;
@@ -509,11 +127,11 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 		zd_ms_bf_shadow(e, (uint16_t)ci, nbb, buf);
 		atomic_fetch_add(&nic->cnt_wqes, 1);
 		work = true;
-		if (r.status == R_OK) {
+		if (r.status == ZD_MS_OK) {
 			if (x.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
 				zd_ms_cqe_req(&c, qp->qpn, x.opcode, (uint16_t)ci, r.byte_cnt);
 				if (!zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false))
-					set_err(qp);
+					zd_ms_qp_set_err(qp);
 			}
 		} else {
 			atomic_fetch_add(&nic->cnt_err, 1);
@@ -522,8 +140,8 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 					"%#x%s\n", qp->qpn, ci & 0xffff, x.opcode, r.syndrome,
 					r.peer_err ? ", peer QP to error" : "");
 			if (r.peer_err && e->peer)
-				set_err(zd_ms_qp_ctx(e->peer->sh, e->peer_idx));
-			set_err(qp);
+				zd_ms_qp_set_err(zd_ms_qp_ctx(e->peer->sh, e->peer_idx));
+			zd_ms_qp_set_err(qp);
 			zd_ms_cqe_err(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
 			zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false);
 		}

@@ -253,7 +253,8 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 		pg = zd_ms_arena_alloc(nic, ZD_MS_PAGE);
 		if (sqb < 0 || (rq_cnt && rqb < 0) || pg < 0) {
 			if (sqb >= 0)
-				zd_ms_arena_free(nic, (uint64_t)sqb, (uint64_t)sq_cnt * MLX5_SEND_WQE_BB);
+				zd_ms_arena_free(nic, (uint64_t)sqb,
+						 (uint64_t)sq_cnt * MLX5_SEND_WQE_BB);
 			if (rqb >= 0)
 				zd_ms_arena_free(nic, (uint64_t)rqb, (uint64_t)rq_cnt * rq_stride);
 			if (pg >= 0)

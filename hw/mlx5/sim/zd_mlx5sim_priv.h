@@ -332,6 +332,38 @@ void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
 /* Engine (zd_mlx5sim_engine.c). */
 void *zd_ms_engine_main(void *arg);
 
+/* WQE execution (zd_mlx5sim_exec.c). */
+enum zd_ms_status {
+	ZD_MS_OK,
+	ZD_MS_RNR,                   /* no receive posted: retry later */
+	ZD_MS_ERR,
+};
+
+struct zd_ms_result {
+	int status;                  /* enum zd_ms_status */
+	uint8_t syndrome;            /* requester's */
+	bool peer_err;               /* the responder's QP goes to ERR too */
+	uint32_t byte_cnt;
+};
+
+/* A WQE of one of our QPs being executed. */
+struct zd_ms_wqe {
+	struct zd_mlx5sim_nic *nic;
+	struct zd_ms_qp *qp;
+	struct zd_ms_qpe *e;
+	const uint8_t *w;            /* linear copy of the WQE */
+	uint32_t size;               /* ds * 16; 0: malformed (bad ds or past the record) */
+	uint8_t opcode, fm_ce_se;
+	uint16_t idx;
+	__be32 imm;
+};
+
+/* Executes x (nic, qp, e, w and size set) at SQ index expect_idx, filling
+ * in the rest of x from its control segment. */
+struct zd_ms_result zd_ms_wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx);
+/* INIT, RTR or RTS to ERR (by CAS: the engines of peers race on a QP). */
+void zd_ms_qp_set_err(struct zd_ms_qp *qp);
+
 /* BlueFlame checks (zd_mlx5sim_bf.c), under nic->lock.  Per pass: observe
  * the halves before the SQ runs, shadow each WQE executed, resolve the
  * copies after.  bf_final: the last checks of QP i (its writer is done). */
