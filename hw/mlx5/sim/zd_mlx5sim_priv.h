@@ -25,6 +25,17 @@
  * record at 0x40.  The engine consumes an arm doorbell by swapping it to 0.
  * Atomics on a peer's chunk memory are CPU atomics through the mapping;
  * on other memory they run under the target NIC's atomic_lock.
+ *
+ * Files, one concept each: _nic.c (the region, open/close, PDs, the page
+ * arena), _objs.c (CQ, SRQ and QP contexts: create, modify, connect,
+ * destroy), _mem.c (all memory shared with peers: MR and chunk tables,
+ * peer mappings, one-sided copies and atomics), _event.c (CQ events),
+ * _engine.c (the engine thread, its passes and SQ loop), _exec.c (one
+ * WQE's execution, the receive side), _bf.c (BlueFlame checks), _cqe.c
+ * (CQE writing, arming), _backend.c (the device for the hw/mlx5 glue).
+ * The engine side never calls the control path (_nic.c, _objs.c); the
+ * control path calls it only to start the thread and, when a QP resets,
+ * for its last BlueFlame checks.
  */
 #ifndef ZD_MLX5SIM_PRIV_H
 #define ZD_MLX5SIM_PRIV_H
@@ -245,7 +256,9 @@ struct zd_mlx5sim_nic {
 		cnt_db_order;
 };
 
-/* Layout accessors (work on any mapped region). */
+/* ---- layout accessors (work on any mapped region) and helpers ---- */
+
+
 static inline void *zd_ms_at(struct zd_ms_shared *sh, uint64_t off)
 {
 	return (char *)sh + off;
@@ -307,27 +320,13 @@ static inline uint32_t zd_ms_pow2_up(uint32_t v)
 	return p;
 }
 
+/* ---- calls between the other files ---- */
+
 /* NIC (zd_mlx5sim_nic.c), all under nic->lock.  PD pdn allocated?  Queue
  * memory: whole zeroed pages of the arena, as a region offset or -ENOMEM. */
 bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
 int64_t zd_ms_arena_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes);
 void zd_ms_arena_free(struct zd_mlx5sim_nic *nic, uint64_t off, uint64_t bytes);
-
-/* CQEs (zd_mlx5sim_cqe.c).  cq_write writes one CQE (owner bit filled in
- * there) to CQ cqn of a NIC region of size bytes, claiming its slot by
- * CAS, and raises the event if the CQ is armed; false if the CQ is gone or
- * overran (then it is in error).  cq_arm consumes the CQ's arm doorbell:
- * true if there was one. */
-bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn, struct mlx5_cqe64 *cqe,
-		    bool solicited);
-void zd_ms_cqe_req(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
-		   uint32_t byte_cnt);
-void zd_ms_cqe_err(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
-		   uint32_t qpn, uint16_t idx, uint32_t srqn);
-bool zd_ms_cq_arm(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
-
-/* Events (zd_mlx5sim_event.c): CQ cq of region sh fired; wakes the waiters. */
-void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
 
 /* Engine (zd_mlx5sim_engine.c). */
 void *zd_ms_engine_main(void *arg);
@@ -372,5 +371,21 @@ void zd_ms_bf_shadow(struct zd_ms_qpe *e, uint16_t idx, uint32_t nbb, const uint
 void zd_ms_bf_resolve(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e,
 		      bool final);
 void zd_ms_qp_bf_final(struct zd_mlx5sim_nic *nic, uint32_t i);
+
+/* CQEs (zd_mlx5sim_cqe.c).  cq_write writes one CQE (owner bit filled in
+ * there) to CQ cqn of a NIC region of size bytes, claiming its slot by
+ * CAS, and raises the event if the CQ is armed; false if the CQ is gone or
+ * overran (then it is in error).  cq_arm consumes the CQ's arm doorbell:
+ * true if there was one. */
+bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn, struct mlx5_cqe64 *cqe,
+		    bool solicited);
+void zd_ms_cqe_req(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
+		   uint32_t byte_cnt);
+void zd_ms_cqe_err(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
+		   uint32_t qpn, uint16_t idx, uint32_t srqn);
+bool zd_ms_cq_arm(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
+
+/* Events (zd_mlx5sim_event.c): CQ cq of region sh fired; wakes the waiters. */
+void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
 
 #endif /* ZD_MLX5SIM_PRIV_H */
