@@ -62,7 +62,7 @@ static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t p
 			nbb = 1;
 		zd_ms_cqe_err(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn,
 			      (uint16_t)ci, 0);
-		zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false);
+		zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false);
 		atomic_fetch_add(&nic->cnt_wqes, 1);
 		ci += nbb;
 		atomic_store(&qp->sq_ci, ci);
@@ -88,7 +88,7 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 			continue;
 		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c,
 			      0);
-		zd_ms_cq_write(nic->sh, nic->size, qp->rcqn, &cqe, false);
+		zd_ms_cq_write(nic->sh, nic->region.size, qp->rcqn, &cqe, false);
 		work = true;
 	}
 }
@@ -130,7 +130,7 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 		if (r.status == ZD_MS_OK) {
 			if (x.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
 				zd_ms_cqe_req(&c, qp->qpn, x.opcode, (uint16_t)ci, r.byte_cnt);
-				if (!zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false))
+				if (!zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false))
 					zd_ms_qp_set_err(qp);
 			}
 		} else {
@@ -140,10 +140,10 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 					"%#x%s\n", qp->qpn, ci & 0xffff, x.opcode, r.syndrome,
 					r.peer_err ? ", peer QP to error" : "");
 			if (r.peer_err && e->peer)
-				zd_ms_qp_set_err(zd_ms_qp_ctx(e->peer->sh, e->peer_idx));
+				zd_ms_qp_set_err(zd_ms_qp_ctx(zd_ms_peer_sh(e->peer), e->peer_idx));
 			zd_ms_qp_set_err(qp);
 			zd_ms_cqe_err(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
-			zd_ms_cq_write(nic->sh, nic->size, qp->scqn, &c, false);
+			zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false);
 		}
 		ci += nbb;
 		atomic_store(&qp->sq_ci, ci);

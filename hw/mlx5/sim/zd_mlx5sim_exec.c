@@ -25,9 +25,9 @@ struct recv_claim {
 
 /* Claims the next receive WQE of the peer QP pq: ZD_MS_OK, ZD_MS_RNR, or
  * ZD_MS_ERR if its queue is malformed. */
-static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_claim *rc)
+static int recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct recv_claim *rc)
 {
-	struct zd_ms_shared *sh = p->sh;
+	struct zd_ms_shared *sh = zd_ms_peer_sh(p);
 
 	if (pq->srqn) {
 		struct zd_ms_srq *s;
@@ -41,8 +41,8 @@ static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_cla
 		if (!atomic_load_explicit(&s->live, memory_order_acquire) || s->wqe_cnt < 2 ||
 		    (s->wqe_cnt & (s->wqe_cnt - 1)) || s->stride < 32 ||
 		    s->stride > 16 * (ZD_MS_MAX_SGE * 2 + 1) ||
-		    !zd_ms_in(sh, p->size, s->buf_off, (uint64_t)s->wqe_cnt * s->stride) ||
-		    !zd_ms_in(sh, p->size, s->db_off, 4))
+		    !zd_ms_in(sh, p->region.size, s->buf_off, (uint64_t)s->wqe_cnt * s->stride) ||
+		    !zd_ms_in(sh, p->region.size, s->db_off, 4))
 			return ZD_MS_ERR;
 		hw = atomic_load_explicit(&s->hw, memory_order_acquire);
 		do {
@@ -65,8 +65,8 @@ static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_cla
 	}
 	if (!pq->rq_wqe_cnt || (pq->rq_wqe_cnt & (pq->rq_wqe_cnt - 1)) || pq->rq_stride < 16 ||
 	    pq->rq_stride > 16 * ZD_MS_MAX_SGE * 2 ||
-	    !zd_ms_in(sh, p->size, pq->rq_off, (uint64_t)pq->rq_wqe_cnt * pq->rq_stride) ||
-	    !zd_ms_in(sh, p->size, pq->db_off, 8))
+	    !zd_ms_in(sh, p->region.size, pq->rq_off, (uint64_t)pq->rq_wqe_cnt * pq->rq_stride) ||
+	    !zd_ms_in(sh, p->region.size, pq->db_off, 8))
 		return ZD_MS_ERR;
 	uint32_t c = atomic_load_explicit(&pq->rq_ci, memory_order_relaxed), posted;
 
@@ -88,8 +88,8 @@ static int recv_claim(struct zd_ms_peer *p, struct zd_ms_qp *pq, struct recv_cla
 
 /* Checks a receive WQE's scatter list against the peer's MR table:
  * 0, or the responder's syndrome. */
-static uint8_t recv_scatter(struct zd_ms_peer *p, struct zd_ms_qp *pq,
-			    const struct recv_claim *rc, uint64_t need, struct zd_ms_rseg *r,
+static uint8_t recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+			    const struct recv_claim *rc, uint64_t need, struct zd_soft_seg *r,
 			    int *nr)
 {
 	uint64_t have = 0;
@@ -105,11 +105,11 @@ static uint8_t recv_scatter(struct zd_ms_peer *p, struct zd_ms_qp *pq,
 		use = ZD_MIN((uint64_t)len, need - have);
 		if (!use)
 			continue;
-		if (!zd_ms_mr_check(p->sh, key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE, addr, use,
-				    &r[*nr].chunk))
+		if (!zd_ms_mr_check(zd_ms_peer_sh(p), key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
+				    addr, use, &r[*nr].chunk))
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		r[*nr].addr = addr;
-		r[*nr].len = use;
+		r[*nr].len = (uint32_t)use;
 		(*nr)++;
 		have += use;
 	}
@@ -157,13 +157,13 @@ static bool local_sges(struct zd_ms_wqe *x, uint32_t off, bool allow_inline, uin
 
 static struct zd_ms_qp *peer_qp(struct zd_ms_wqe *x)
 {
-	struct zd_ms_peer *p = x->e->peer;
+	struct zd_soft_peer *p = x->e->peer;
 	struct zd_ms_qp *pq;
 	uint32_t st;
 
-	if (!p || x->e->peer_idx >= p->sh->max_qp)
+	if (!p || x->e->peer_idx >= zd_ms_peer_sh(p)->max_qp)
 		return NULL;
-	pq = zd_ms_qp_ctx(p->sh, x->e->peer_idx);
+	pq = zd_ms_qp_ctx(zd_ms_peer_sh(p), x->e->peer_idx);
 	st = atomic_load_explicit(&pq->state, memory_order_acquire);
 	if ((st != ZD_MLX5SIM_QPS_RTR && st != ZD_MLX5SIM_QPS_RTS) ||
 	    atomic_load(&pq->peer_uid) != x->nic->sh->uid ||
@@ -187,7 +187,7 @@ static struct zd_ms_result fail(uint8_t syndrome, bool peer_err)
 }
 
 /* Responder error on a claimed receive: its error CQE, then the QP errs. */
-static void resp_error(struct zd_ms_peer *p, struct zd_ms_qp *pq, const struct recv_claim *rc,
+static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq, const struct recv_claim *rc,
 		       uint8_t syndrome, uint8_t opcode)
 {
 	struct mlx5_cqe64 c;
@@ -196,14 +196,14 @@ static void resp_error(struct zd_ms_peer *p, struct zd_ms_qp *pq, const struct r
 	/* The error CQE before the state: once the responder's own engine
 	 * sees ERR it flushes the later receives, and their CQEs must not
 	 * overtake this one. */
-	zd_ms_cq_write(p->sh, p->size, pq->rcqn, &c, false);
+	zd_ms_cq_write(zd_ms_peer_sh(p), p->region.size, pq->rcqn, &c, false);
 	zd_ms_qp_set_err(pq);
 }
 
 static void resp_cqe(struct zd_ms_wqe *x, struct zd_ms_qp *pq, const struct recv_claim *rc,
 		     uint8_t op, uint32_t len)
 {
-	struct zd_ms_peer *p = x->e->peer;
+	struct zd_soft_peer *p = x->e->peer;
 	bool se = x->fm_ce_se & MLX5_WQE_CTRL_SOLICITED;
 	struct mlx5_cqe64 c;
 
@@ -216,14 +216,14 @@ static void resp_cqe(struct zd_ms_wqe *x, struct zd_ms_qp *pq, const struct recv
 	c.wqe_counter = htobe16(rc->counter);
 	c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
 	/* A responder CQ that overran takes the responder QP down with it. */
-	if (!zd_ms_cq_write(p->sh, p->size, pq->rcqn, &c, se))
+	if (!zd_ms_cq_write(zd_ms_peer_sh(p), p->region.size, pq->rcqn, &c, se))
 		zd_ms_qp_set_err(pq);
 }
 
 static struct zd_ms_result do_send(struct zd_ms_wqe *x)
 {
 	struct iovec l[ZD_MS_MAX_SGE * 2];
-	struct zd_ms_rseg r[ZD_MS_MAX_SGE * 2];
+	struct zd_soft_seg r[ZD_MS_MAX_SGE * 2];
 	struct recv_claim rc;
 	struct zd_ms_qp *pq;
 	uint64_t total;
@@ -248,7 +248,7 @@ static struct zd_ms_result do_send(struct zd_ms_wqe *x)
 				    MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
 			    false);
 	}
-	if (zd_ms_peer_copy(x->e->peer, true, l, n, r, nr, false) != 0) {
+	if (zd_soft_peer_copy(x->e->peer, true, l, n, r, nr) != 0) {
 		resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, x->opcode);
 		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, false);
 	}
@@ -265,7 +265,7 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 	struct iovec l[ZD_MS_MAX_SGE * 2];
 	struct recv_claim rc;
 	struct zd_ms_qp *pq;
-	struct zd_ms_rseg r;
+	struct zd_soft_seg r;
 	uint64_t total;
 	int n;
 
@@ -277,10 +277,10 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 	if (!pq)
 		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
 	r.addr = be64toh(ra->raddr);
-	r.len = total;
+	r.len = (uint32_t)total;
 	/* A zero-length RDMA carries no rkey check, as on the wire. */
 	if (total &&
-	    !zd_ms_mr_check(x->e->peer->sh, be32toh(ra->rkey), pq->pdn,
+	    !zd_ms_mr_check(zd_ms_peer_sh(x->e->peer), be32toh(ra->rkey), pq->pdn,
 			    write ? ZD_MLX5SIM_ACCESS_REMOTE_WRITE : ZD_MLX5SIM_ACCESS_REMOTE_READ,
 			    r.addr, total, &r.chunk))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
@@ -292,7 +292,7 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 		if (st == ZD_MS_ERR)
 			return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
 	}
-	if (zd_ms_peer_copy(x->e->peer, write, l, n, &r, 1, write) != 0)
+	if (zd_soft_peer_copy(x->e->peer, write, l, n, &r, 1) != 0)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
 		resp_cqe(x, pq, &rc, MLX5_CQE_RESP_WR_IMM, (uint32_t)total);
@@ -318,7 +318,7 @@ static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
 {
 	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
 	const struct mlx5_wqe_data_seg *d = (const void *)(x->w + 48);
-	struct zd_ms_peer *p = x->e->peer;
+	struct zd_soft_peer *p = x->e->peer;
 	uint64_t raddr = be64toh(ra->raddr), laddr = be64toh(d->addr), old;
 	struct zd_ms_qp *pq;
 	uint32_t chunk;
@@ -333,10 +333,11 @@ static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
 		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
 	if (raddr & 7)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, true);
-	if (!zd_ms_mr_check(p->sh, be32toh(ra->rkey), pq->pdn, ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC,
-			    raddr, 8, &chunk))
+	if (!zd_ms_mr_check(zd_ms_peer_sh(p), be32toh(ra->rkey), pq->pdn,
+			    ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8, &chunk))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
-	if (zd_ms_peer_atomic(p, chunk, raddr, atomic_apply, x, &old) != 0)
+	if (zd_soft_peer_atomic(p, &zd_ms_peer_sh(p)->atomic_lock, chunk, raddr, atomic_apply, x,
+				&old) != 0)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	memcpy((void *)(uintptr_t)laddr, &old, 8);
 	return (struct zd_ms_result){ .status = ZD_MS_OK, .byte_cnt = 8 };

@@ -5,7 +5,6 @@
  * of it under nic->lock but open and close.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -87,33 +86,21 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	uint64_t srq_off = off;
 	off = align_up(off + a.max_srq * sizeof(struct zd_ms_srq), ZD_CACHE_LINE);
 	uint64_t mr_off = off;
-	off = align_up(off + a.max_mr * sizeof(struct zd_ms_mr), ZD_CACHE_LINE);
+	off = align_up(off + a.max_mr * sizeof(struct zd_soft_mr_entry), ZD_CACHE_LINE);
 	uint64_t chunk_off = off;
-	off = align_up(off + ZD_MS_CHUNKS * sizeof(struct zd_ms_chunk), ZD_CACHE_LINE);
+	off = align_up(off + ZD_MS_CHUNKS * sizeof(struct zd_soft_chunk_entry), ZD_CACHE_LINE);
 	uint64_t fired_off = off;
 	off = align_up(off + (a.max_cq + 63) / 64 * 8, ZD_MS_PAGE);
 	uint64_t arena_off = off;
 	size = align_up(off + a.queue_mem, ZD_MS_PAGE);
 
-	nic->fd = memfd_create("zdapl-mlx5sim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (nic->fd < 0) {
-		ret = -errno;
+	ret = zd_soft_region_create(&nic->region, size, "zdapl-mlx5sim");
+	if (ret != 0)
 		goto err_free;
-	}
-	if (ftruncate(nic->fd, (off_t)size) != 0 ||
-	    fcntl(nic->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-		ret = -errno;
-		goto err_close;
-	}
-	sh = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, nic->fd, 0);
-	if (sh == MAP_FAILED) {
-		ret = -errno;
-		goto err_close;
-	}
+	sh = nic->region.base;
 	/* Queue memory is never shared with a child (fork safety, as verbs). */
 	madvise(sh, size, MADV_DONTFORK);
 	nic->sh = sh;
-	nic->size = size;
 	sh->uid = new_uid();
 	sh->size = size;
 	sh->pid = getpid();
@@ -158,9 +145,7 @@ err_unmap:
 	free(nic->pages);
 	free(nic->qpe);
 	free(nic->cq_user);
-	munmap(sh, size);
-err_close:
-	close(nic->fd);
+	zd_soft_region_destroy(&nic->region);
 err_free:
 	free(nic);
 	return ret;
@@ -178,8 +163,7 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 	}
 	zd_ms_peers_fini(nic);
 	atomic_store(&nic->sh->magic, 0);
-	munmap(nic->sh, nic->size);
-	close(nic->fd);
+	zd_soft_region_destroy(&nic->region);
 	pthread_mutex_destroy(&nic->lock);
 	free(nic->pages);
 	free(nic->qpe);

@@ -313,9 +313,9 @@ int zd_mlx5sim_qp_addr(struct zd_mlx5sim_nic *nic, uint32_t qpn, struct zd_mlx5s
 	out->magic = ZD_MS_ADDR_MAGIC;
 	out->pid = getpid();
 	out->nic_uid = nic->sh->uid;
-	out->region_fd = nic->fd;
+	out->region_fd = nic->region.fd;
 	out->qpn = qpn;
-	out->region_size = nic->size;
+	out->region_size = nic->region.size;
 	return 0;
 }
 
@@ -324,7 +324,7 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 {
 	struct zd_ms_qp *qp;
 	struct zd_ms_qpe *e;
-	struct zd_ms_peer *p;
+	struct zd_soft_peer *p;
 	uint32_t st;
 	int ret = 0;
 
@@ -349,7 +349,7 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 		ret = -ENOENT;
 		goto out;
 	}
-	if (peer->qpn < ZD_MS_QPN_BASE || peer->qpn - ZD_MS_QPN_BASE >= p->sh->max_qp ||
+	if (peer->qpn < ZD_MS_QPN_BASE || peer->qpn - ZD_MS_QPN_BASE >= zd_ms_peer_sh(p)->max_qp ||
 	    qp_get(nic, qpn) != qp || e->peer) {
 		pthread_mutex_unlock(&nic->lock);
 		zd_ms_peer_put(nic, p);
@@ -375,7 +375,7 @@ int zd_mlx5sim_qp_state(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 
 /* Under nic->lock: drop the peer and clear the queues (RESET). */
 static void qp_reset_locked(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp,
-			    struct zd_ms_peer **put)
+			    struct zd_soft_peer **put)
 {
 	struct zd_ms_qpe *e = &nic->qpe[qp->qpn - ZD_MS_QPN_BASE];
 	__be32 *db = zd_ms_at(nic->sh, qp->db_off);
@@ -398,7 +398,7 @@ static void qp_reset_locked(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp,
 
 int zd_mlx5sim_qp_modify(struct zd_mlx5sim_nic *nic, uint32_t qpn, enum zd_mlx5sim_qp_state st)
 {
-	struct zd_ms_peer *put = NULL;
+	struct zd_soft_peer *put = NULL;
 	struct zd_ms_qp *qp;
 	int ret = 0;
 
@@ -425,7 +425,7 @@ int zd_mlx5sim_qp_modify(struct zd_mlx5sim_nic *nic, uint32_t qpn, enum zd_mlx5s
 
 int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 {
-	struct zd_ms_peer *put = NULL;
+	struct zd_soft_peer *put = NULL;
 	struct zd_ms_qp *qp;
 	struct zd_ms_srq *srq;
 

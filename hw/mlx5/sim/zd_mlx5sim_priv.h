@@ -1,12 +1,13 @@
 /*
  * Private header of the software mlx5 device.
  *
- * Model: "the initiator executes".  Each NIC owns one sealed memfd region:
- * a header (event word, fired-CQ bitmap, statistics), the MR table, the
- * chunk table, the QP, CQ and SRQ contexts and a page arena from which all
- * queue memory (SQ/RQ/SRQ buffers, doorbell records, CQ buffers, UAR pages)
- * is carved.  A peer maps the whole region once (pidfd_getfd), so every
- * offset below is relative to the region base.
+ * Model: "the initiator executes".  Each NIC owns one sealed memfd region
+ * (hw/soft/zd_soft_region.h): a header (event word, fired-CQ bitmap,
+ * statistics), the MR and chunk tables (hw/soft/zd_soft_table.h), the QP,
+ * CQ and SRQ contexts and a page arena from which all queue memory
+ * (SQ/RQ/SRQ buffers, doorbell records, CQ buffers, UAR pages) is carved.
+ * A peer maps the whole region once (a hw/soft peer), so every offset
+ * below is relative to the region base.
  *
  * The engine thread of a NIC executes the WQEs of its own QPs: it gathers
  * from its own process's memory and writes straight into the peer's
@@ -28,8 +29,8 @@
  *
  * Files, one concept each: _nic.c (the region, open/close, PDs, the page
  * arena), _objs.c (CQ, SRQ and QP contexts: create, modify, connect,
- * destroy), _mem.c (all memory shared with peers: MR and chunk tables,
- * peer mappings, one-sided copies and atomics), _event.c (CQ events),
+ * destroy), _mem.c (the MR and chunk tables and the peer NICs; the
+ * copies and atomics are hw/soft's), _event.c (CQ events),
  * _engine.c (the engine thread, its passes and SQ loop), _exec.c (one
  * WQE's execution, the receive side), _bf.c (BlueFlame checks), _cqe.c
  * (CQE writing, arming), _backend.c (the device for the hw/mlx5 glue).
@@ -52,6 +53,11 @@
 
 #include "core/zd_compiler.h"
 #include "hw/mlx5/sim/zd_mlx5sim.h"
+#include "hw/soft/zd_soft_atomic.h"
+#include "hw/soft/zd_soft_copy.h"
+#include "hw/soft/zd_soft_peer.h"
+#include "hw/soft/zd_soft_region.h"
+#include "hw/soft/zd_soft_table.h"
 
 #define ZD_MS_MAGIC        0x7a646d6c78356e31ull   /* "zdmlx5n1" */
 #define ZD_MS_ADDR_MAGIC   0x6d6c7835u
@@ -62,29 +68,8 @@
 #define ZD_MS_MAX_WQE      (63 * 16)               /* ds is 6 bits */
 #define ZD_MS_MAX_SGE      32
 #define ZD_MS_CHUNKS       256
-#define ZD_MS_NO_CHUNK     UINT32_MAX
 
 /* ---- shared layouts ---- */
-
-struct zd_ms_mr {               /* seqlock: seq odd while rewritten */
-	_Atomic uint32_t seq;
-	_Atomic uint32_t key;       /* 0: free */
-	_Atomic uint32_t access;
-	_Atomic uint32_t pdn;
-	_Atomic uint64_t addr;
-	_Atomic uint64_t len;
-	_Atomic uint32_t chunk;     /* chunk slot holding the range, or NO_CHUNK */
-	uint32_t pad;
-};
-
-struct zd_ms_chunk {            /* seqlock as above */
-	_Atomic uint32_t seq;
-	_Atomic uint32_t id;        /* 0: free */
-	_Atomic int32_t fd;         /* in the owner */
-	uint32_t pad;
-	_Atomic uint64_t base;
-	_Atomic uint64_t len;
-};
 
 struct zd_ms_cq {
 	_Atomic uint32_t live;
@@ -147,33 +132,12 @@ struct zd_ms_shared {
  * chunk_add/chunk_remove and mr_add/mr_remove fill the tables.
  */
 
-struct zd_ms_chunk_map {
-	uint32_t id;
-	void *base;
-	size_t len;
-	uint64_t remote_base;
-};
-
-/* A NIC whose region we mapped (possibly our own). */
-struct zd_ms_peer {
-	struct zd_ms_peer *next;
-	unsigned refs;
-	pid_t pid;
-	bool self_proc;              /* same process: addresses are ours */
-	int pidfd;
-	uint64_t uid;
-	struct zd_ms_shared *sh;
-	size_t size;
-	bool own;                    /* our own region: do not unmap */
-	struct zd_ms_chunk_map chunks[ZD_MS_CHUNKS];
-	pthread_mutex_t map_lock;
-};
-
-struct zd_ms_rseg {             /* a checked range of the peer's memory */
-	uint64_t addr;
-	uint64_t len;
-	uint32_t chunk;
-};
+/* A peer NIC (hw/soft/zd_soft_peer.h) maps its whole region: its shared
+ * header, contexts and tables. */
+static inline struct zd_ms_shared *zd_ms_peer_sh(const struct zd_soft_peer *p)
+{
+	return p->region.base;
+}
 
 /* Checks [addr, addr + len) against MR key of table sh for pdn and access;
  * returns the MR's chunk slot through *chunk (may be NULL). */
@@ -186,22 +150,13 @@ void zd_ms_peers_init(struct zd_mlx5sim_nic *nic);
 void zd_ms_peers_fini(struct zd_mlx5sim_nic *nic);
 /* The peer NIC a QP address names, mapped on first use (not under
  * nic->lock); NULL if it cannot be reached or its region is malformed. */
-struct zd_ms_peer *zd_ms_peer_get(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_addr *a);
-void zd_ms_peer_put(struct zd_mlx5sim_nic *nic, struct zd_ms_peer *p);
+struct zd_soft_peer *zd_ms_peer_get(struct zd_mlx5sim_nic *nic,
+				    const struct zd_mlx5sim_qp_addr *a);
+void zd_ms_peer_put(struct zd_mlx5sim_nic *nic, struct zd_soft_peer *p);
 
-/* Copies between local iovecs and the peer's checked segments (equal
- * totals): 0 or -1.  A copy to the peer with last_last stores its last
- * byte after every other one is visible, as an RDMA write lands over PCIe:
- * consumers poll the last byte of a write target. */
-int zd_ms_peer_copy(struct zd_ms_peer *p, bool to_peer, struct iovec *l, int nl,
-		    const struct zd_ms_rseg *r, int nr, bool last_last);
-
-/* A 64-bit atomic on the peer's [addr, addr + 8) (checked, in MR chunk
- * slot chunk): apply computes the new value from the old one and whether
- * to store it; the old value lands in *old.  0, or -1 if unreachable. */
-typedef uint64_t zd_ms_atomic_fn(uint64_t old, const void *arg, bool *store);
-int zd_ms_peer_atomic(struct zd_ms_peer *p, uint32_t chunk, uint64_t addr,
-		      zd_ms_atomic_fn *apply, const void *arg, uint64_t *old);
+/* Copies and atomics on a peer's memory: zd_soft_peer_copy (tail last)
+ * and zd_soft_peer_atomic (under the target's sh->atomic_lock where no
+ * mapping reaches). */
 
 /* ---- process-private state ---- */
 
@@ -218,7 +173,7 @@ struct zd_ms_shadow {
 
 /* Engine-side state of one of our QPs. */
 struct zd_ms_qpe {
-	struct zd_ms_peer *peer;
+	struct zd_soft_peer *peer;
 	uint32_t peer_idx;
 	bool rnr;                          /* head WQE waits for a receive */
 	uint64_t bf_last[2];               /* first 8 bytes last seen in each half */
@@ -234,9 +189,8 @@ struct zd_ms_qpe {
 };
 
 struct zd_mlx5sim_nic {
-	struct zd_ms_shared *sh;
-	int fd;
-	size_t size;
+	struct zd_ms_shared *sh;    /* region.base */
+	struct zd_soft_region region;
 	pthread_mutex_t lock;       /* control path; the engine holds it per pass */
 	uint8_t *pages;             /* arena page map: 0 free, 1 used */
 	uint32_t next_tag;
@@ -244,8 +198,8 @@ struct zd_mlx5sim_nic {
 	struct zd_ms_qpe *qpe;      /* max_qp */
 	void **cq_user;             /* max_cq: cq_create's user pointers */
 	_Atomic uint32_t kicked;
-	struct zd_ms_peer *peers;
-	struct zd_ms_peer self;
+	struct zd_soft_peer *peers;
+	struct zd_soft_peer self;
 	/* Engine passes stop at these (1 + highest slot ever used), and an
 	 * idle engine with no QPs sleeps longer: many idle IAs stay cheap. */
 	uint32_t qp_hwm, cq_hwm, qps_live;
@@ -275,13 +229,13 @@ static inline struct zd_ms_srq *zd_ms_srq_ctx(struct zd_ms_shared *sh, uint32_t 
 {
 	return (struct zd_ms_srq *)zd_ms_at(sh, sh->srq_off) + i;
 }
-static inline struct zd_ms_mr *zd_ms_mr_ctx(struct zd_ms_shared *sh, uint32_t i)
+static inline struct zd_soft_mr_entry *zd_ms_mr_ctx(struct zd_ms_shared *sh, uint32_t i)
 {
-	return (struct zd_ms_mr *)zd_ms_at(sh, sh->mr_off) + i;
+	return (struct zd_soft_mr_entry *)zd_ms_at(sh, sh->mr_off) + i;
 }
-static inline struct zd_ms_chunk *zd_ms_chunk_ctx(struct zd_ms_shared *sh, uint32_t i)
+static inline struct zd_soft_chunk_entry *zd_ms_chunk_ctx(struct zd_ms_shared *sh, uint32_t i)
 {
-	return (struct zd_ms_chunk *)zd_ms_at(sh, sh->chunk_off) + i;
+	return (struct zd_soft_chunk_entry *)zd_ms_at(sh, sh->chunk_off) + i;
 }
 static inline _Atomic uint64_t *zd_ms_fired(struct zd_ms_shared *sh)
 {
