@@ -63,6 +63,52 @@ struct zd_device_limits {
 /* Largest device blob the connection manager carries for a QP. */
 #define ZD_QP_BLOB_MAX 512
 
+/* The signature of each device op (zd_device_ops below says what each
+ * does); a device declares its implementations with these, e.g.
+ * "zd_device_qp_create_fn zd_shm_qp_create;", so they cannot drift. */
+typedef DAT_RETURN zd_device_ia_open_fn(struct zd_ia *ia, const struct zd_ia_params *params);
+typedef void zd_device_ia_close_fn(struct zd_ia *ia);
+typedef DAT_RETURN zd_device_mr_register_fn(struct zd_ia *ia, struct zd_lmr *lmr);
+typedef void zd_device_mr_deregister_fn(struct zd_ia *ia, struct zd_lmr *lmr);
+typedef DAT_RETURN zd_device_rmr_bind_fn(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rkey,
+					 const DAT_EVENT *ev);
+typedef void zd_device_rmr_unbind_fn(struct zd_ia *ia, struct zd_rmr *rmr);
+typedef DAT_RETURN zd_device_cq_create_fn(struct zd_evd *evd, uint32_t depth);
+typedef void zd_device_cq_destroy_fn(struct zd_evd *evd);
+typedef DAT_RETURN zd_device_cq_resize_fn(struct zd_evd *evd, uint32_t depth);
+typedef int zd_device_cq_poll_fn(struct zd_evd *evd, int budget);
+typedef DAT_RETURN zd_device_cq_poll_one_fn(struct zd_evd *evd, DAT_EVENT *out);
+typedef void zd_device_cq_arm_fn(struct zd_evd *evd);
+typedef DAT_RETURN zd_device_qp_create_fn(struct zd_ep *ep);
+typedef size_t zd_device_qp_local_blob_fn(struct zd_ep *ep, void *blob, size_t max);
+typedef DAT_RETURN zd_device_qp_connect_fn(struct zd_ep *ep, const void *peer_blob, size_t len);
+typedef void zd_device_qp_flush_fn(struct zd_ep *ep);
+typedef DAT_RETURN zd_device_qp_reset_fn(struct zd_ep *ep);
+typedef void zd_device_qp_destroy_fn(struct zd_ep *ep);
+typedef DAT_RETURN zd_device_pz_create_fn(struct zd_pz *pz);
+typedef void zd_device_pz_destroy_fn(struct zd_pz *pz);
+typedef DAT_RETURN zd_device_srq_create_fn(struct zd_srq *srq);
+typedef DAT_RETURN zd_device_srq_resize_fn(struct zd_srq *srq, uint32_t depth);
+typedef void zd_device_srq_destroy_fn(struct zd_srq *srq);
+typedef void zd_device_rq_counts_fn(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail,
+				    DAT_COUNT *held);
+typedef DAT_RETURN zd_device_post_send_fn(struct zd_ep *ep, DAT_COUNT n,
+					  const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					  DAT_COMPLETION_FLAGS flags);
+typedef DAT_RETURN zd_device_post_recv_fn(struct zd_ep *ep, DAT_COUNT n,
+					  const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					  DAT_COMPLETION_FLAGS flags);
+typedef DAT_RETURN zd_device_post_rdma_write_fn(struct zd_ep *ep, DAT_COUNT n,
+						const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+						const DAT_RMR_TRIPLET *remote,
+						DAT_COMPLETION_FLAGS flags);
+typedef DAT_RETURN zd_device_post_rdma_read_fn(struct zd_ep *ep, DAT_COUNT n,
+					       const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					       const DAT_RMR_TRIPLET *remote,
+					       DAT_COMPLETION_FLAGS flags);
+typedef DAT_RETURN zd_device_srq_post_recv_fn(struct zd_srq *srq, DAT_COUNT n,
+					      const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie);
+
 struct zd_device_ops {
 	const char *name;              /* first word of ia_params; a trailing
 					* '*' matches every word with that
@@ -76,15 +122,15 @@ struct zd_device_ops {
 	/* Validates the device arguments of @params (strictly: a clear one-line
 	 * message on stderr and DAT_INVALID_PARAMETER otherwise), opens the
 	 * device, sets ia->addr and ia->limits. */
-	DAT_RETURN (*ia_open)(struct zd_ia *ia, const struct zd_ia_params *params);
-	void (*ia_close)(struct zd_ia *ia);
+	zd_device_ia_open_fn *ia_open;
+	zd_device_ia_close_fn *ia_close;
 
 	/* Makes [lmr->addr, +lmr->length) reachable by the device.  Core has
 	 * already given the LMR its key (lmr->lkey == lmr->rkey) and published
 	 * it in ia->keys; hardware devices may replace both keys with their
 	 * own (mlx5: the ibv_mr's lkey/rkey). */
-	DAT_RETURN (*mr_register)(struct zd_ia *ia, struct zd_lmr *lmr);
-	void (*mr_deregister)(struct zd_ia *ia, struct zd_lmr *lmr);
+	zd_device_mr_register_fn *mr_register;
+	zd_device_mr_deregister_fn *mr_deregister;
 
 	/* Memory windows (optional: without rmr_bind, dat_rmr_bind checks its
 	 * arguments and returns DAT_NOT_IMPLEMENTED).  Core has checked the
@@ -95,17 +141,16 @@ struct zd_device_ops {
 	 * request EVD of @ep behind the EP's earlier completions.  On failure
 	 * nothing changed.  rmr_unbind stops rmr->rkey reaching anything
 	 * (dat_rmr_free, abrupt close). */
-	DAT_RETURN (*rmr_bind)(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rkey,
-			       const DAT_EVENT *ev);
-	void (*rmr_unbind)(struct zd_ia *ia, struct zd_rmr *rmr);
+	zd_device_rmr_bind_fn *rmr_bind;
+	zd_device_rmr_unbind_fn *rmr_unbind;
 
 	/* A completion queue feeding a DTO or RMR_BIND EVD (NULL: none). */
-	DAT_RETURN (*cq_create)(struct zd_evd *evd, uint32_t depth);
-	void (*cq_destroy)(struct zd_evd *evd);
+	zd_device_cq_create_fn *cq_create;
+	zd_device_cq_destroy_fn *cq_destroy;
 	/* dat_evd_resize to @depth events, before the EVD changes (optional:
 	 * NULL when the CQ holds any number): make the CQ hold what an EVD
 	 * of that size may owe it, or refuse (the EVD then stays as it was). */
-	DAT_RETURN (*cq_resize)(struct zd_evd *evd, uint32_t depth);
+	zd_device_cq_resize_fn *cq_resize;
 	/* Data path: moves up to @budget completions into the EVD ring
 	 * (evd->ring, consumer side) and returns how many.
 	 * Callers: one thread at a time per EVD, and never both kinds for one
@@ -119,7 +164,7 @@ struct zd_device_ops {
 	 * zd_evd_wake (the poller wakes after it).  The poller calls it
 	 * inside the evd->direct_users handshake, so evd->ring is stable
 	 * across one call (dat_evd_resize waits it out). */
-	int (*cq_poll)(struct zd_evd *evd, int budget);
+	zd_device_cq_poll_fn *cq_poll;
 	/* Data path, optional (NULL: dat_evd_dequeue polls with cq_poll, then
 	 * takes from the ring).  dat_evd_dequeue's tail call when the EVD's
 	 * consumer found the ring empty, with no resize drain and no spill
@@ -132,12 +177,12 @@ struct zd_device_ops {
 	 * @out is then what the ring would have handed back (solicited mark,
 	 * zeroed extension words).  An empty CQ: DAT_QUEUE_EMPTY.  Anything
 	 * else: cq_poll (budget zd_evd_room) and return zd_evd_take. */
-	DAT_RETURN (*cq_poll_one)(struct zd_evd *evd, DAT_EVENT *out);
+	zd_device_cq_poll_one_fn *cq_poll_one;
 	/* Requests a zd_waiter_notify on evd->waiter for the next completion.
 	 * Manual progress only: neither cq_poll_one nor cq_arm is called for
 	 * an EVD a pinned poller polls (its consumer polls nothing, sleeps
 	 * on evd->waiter, and the poller wakes it). */
-	void (*cq_arm)(struct zd_evd *evd);
+	zd_device_cq_arm_fn *cq_arm;
 
 	/* Transport endpoint (QP) of an EP, created when the EP is (its PZ,
 	 * EVDs, SRQ and attributes are set).  The connection manager moves the
@@ -145,22 +190,22 @@ struct zd_device_ops {
 	 * qp_connect, after which posts flow.  qp_flush moves the QP to error:
 	 * every outstanding and later DTO completes DAT_DTO_ERR_FLUSHED.
 	 * qp_reset returns a flushed QP to its freshly created state. */
-	DAT_RETURN (*qp_create)(struct zd_ep *ep);
-	size_t (*qp_local_blob)(struct zd_ep *ep, void *blob, size_t max);
-	DAT_RETURN (*qp_connect)(struct zd_ep *ep, const void *peer_blob, size_t len);
-	void (*qp_flush)(struct zd_ep *ep);
-	DAT_RETURN (*qp_reset)(struct zd_ep *ep);
-	void (*qp_destroy)(struct zd_ep *ep);
+	zd_device_qp_create_fn *qp_create;
+	zd_device_qp_local_blob_fn *qp_local_blob;
+	zd_device_qp_connect_fn *qp_connect;
+	zd_device_qp_flush_fn *qp_flush;
+	zd_device_qp_reset_fn *qp_reset;
+	zd_device_qp_destroy_fn *qp_destroy;
 
 	/* Protection zones (optional: NULL when a device needs no state per
 	 * PZ; mlx5 keeps one PD per PZ).  pz_create runs before the PZ handle
 	 * is returned, pz_destroy when it is freed (no object uses it). */
-	DAT_RETURN (*pz_create)(struct zd_pz *pz);
-	void (*pz_destroy)(struct zd_pz *pz);
+	zd_device_pz_create_fn *pz_create;
+	zd_device_pz_destroy_fn *pz_destroy;
 
-	DAT_RETURN (*srq_create)(struct zd_srq *srq);
-	DAT_RETURN (*srq_resize)(struct zd_srq *srq, uint32_t depth);
-	void (*srq_destroy)(struct zd_srq *srq);
+	zd_device_srq_create_fn *srq_create;
+	zd_device_srq_resize_fn *srq_resize;
+	zd_device_srq_destroy_fn *srq_destroy;
 	/* Receive buffer counts, a snapshot (optional: NULL reports
 	 * DAT_VALUE_UNKNOWN; dat_ep_set_watermark then answers
 	 * DAT_MODEL_NOT_SUPPORTED).  For an EP (@srq NULL): *held = receive
@@ -169,24 +214,16 @@ struct zd_device_ops {
 	 * posted and not yet taken for an EP, *held = entries occupied
 	 * (posted and not yet completed).  A count it cannot give stays as
 	 * the caller set it. */
-	void (*rq_counts)(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail,
-			  DAT_COUNT *held);
+	zd_device_rq_counts_fn *rq_counts;
 
 	/* ---- data path: core checked the handle, the EP state and the
 	 * segment count; the device checks keys, bounds, PZ and access (as
 	 * hardware does) and reports violations as completions in error. ---- */
-	DAT_RETURN (*post_send)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*post_recv)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*post_rdma_write)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				      DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*post_rdma_read)(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				     DAT_COMPLETION_FLAGS flags);
-	DAT_RETURN (*srq_post_recv)(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				    DAT_DTO_COOKIE cookie);
+	zd_device_post_send_fn *post_send;
+	zd_device_post_recv_fn *post_recv;
+	zd_device_post_rdma_write_fn *post_rdma_write;
+	zd_device_post_rdma_read_fn *post_rdma_read;
+	zd_device_srq_post_recv_fn *srq_post_recv;
 
 	/* ---- optional: DAT entry points with this device's data path
 	 * inlined (core/zd_dto_entry.h, evd/zd_evd_entry.h).  They go into

@@ -132,48 +132,41 @@ static ZD_ALWAYS_INLINE struct zd_mlx5_qp *zd_mlx5_qp_lookup(struct zd_mlx5_dev 
 }
 
 /* ---- zd_mlx5_dev.c: IA, PZ, MR, event thread ---- */
-void zd_mlx5_ia_close(struct zd_ia *ia);
-DAT_RETURN zd_mlx5_pz_create(struct zd_pz *pz);
-void zd_mlx5_pz_destroy(struct zd_pz *pz);
+zd_device_ia_close_fn zd_mlx5_ia_close;
+zd_device_pz_create_fn zd_mlx5_pz_create;
+zd_device_pz_destroy_fn zd_mlx5_pz_destroy;
 void *zd_mlx5_pd_of(struct zd_mlx5_dev *dev, const struct zd_pz *pz);
-DAT_RETURN zd_mlx5_mr_register(struct zd_ia *ia, struct zd_lmr *lmr);
-void zd_mlx5_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr);
+zd_device_mr_register_fn zd_mlx5_mr_register;
+zd_device_mr_deregister_fn zd_mlx5_mr_deregister;
 int zd_mlx5_waker_start(struct zd_mlx5_dev *dev);
 /* Returns once no poller can still hold a QP unlisted before the call. */
 void zd_mlx5_sync_pollers(struct zd_mlx5_dev *dev);
 
 /* ---- zd_mlx5_cq.c: CQs, polling into DAT events, arming ---- */
-DAT_RETURN zd_mlx5_cq_create(struct zd_evd *evd, uint32_t depth);
-void zd_mlx5_cq_destroy(struct zd_evd *evd);
-DAT_RETURN zd_mlx5_cq_resize(struct zd_evd *evd, uint32_t depth);
-int zd_mlx5_cq_poll(struct zd_evd *evd, int budget);
-void zd_mlx5_cq_arm_op(struct zd_evd *evd);
+zd_device_cq_create_fn zd_mlx5_cq_create;
+zd_device_cq_destroy_fn zd_mlx5_cq_destroy;
+zd_device_cq_resize_fn zd_mlx5_cq_resize;
+zd_device_cq_poll_fn zd_mlx5_cq_poll;
+zd_device_cq_arm_fn zd_mlx5_cq_arm_op;
 
 /* ---- zd_mlx5_qp.c: QPs and SRQs ---- */
-DAT_RETURN zd_mlx5_qp_create(struct zd_ep *ep);
-size_t zd_mlx5_qp_local_blob(struct zd_ep *ep, void *blob, size_t max);
-DAT_RETURN zd_mlx5_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len);
-void zd_mlx5_qp_flush(struct zd_ep *ep);
-DAT_RETURN zd_mlx5_qp_reset(struct zd_ep *ep);
-void zd_mlx5_qp_destroy(struct zd_ep *ep);
-DAT_RETURN zd_mlx5_srq_create(struct zd_srq *srq);
-DAT_RETURN zd_mlx5_srq_resize(struct zd_srq *srq, uint32_t depth);
-void zd_mlx5_srq_destroy(struct zd_srq *srq);
-void zd_mlx5_rq_counts(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail, DAT_COUNT *held);
+zd_device_qp_create_fn zd_mlx5_qp_create;
+zd_device_qp_local_blob_fn zd_mlx5_qp_local_blob;
+zd_device_qp_connect_fn zd_mlx5_qp_connect;
+zd_device_qp_flush_fn zd_mlx5_qp_flush;
+zd_device_qp_reset_fn zd_mlx5_qp_reset;
+zd_device_qp_destroy_fn zd_mlx5_qp_destroy;
+zd_device_srq_create_fn zd_mlx5_srq_create;
+zd_device_srq_resize_fn zd_mlx5_srq_resize;
+zd_device_srq_destroy_fn zd_mlx5_srq_destroy;
+zd_device_rq_counts_fn zd_mlx5_rq_counts;
 
 /* ---- zd_mlx5_post.c: the DAT posts ---- */
-DAT_RETURN zd_mlx5_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_mlx5_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				   DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				  DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_mlx5_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				 DAT_DTO_COOKIE cookie);
+zd_device_post_send_fn zd_mlx5_post_send;
+zd_device_post_recv_fn zd_mlx5_post_recv;
+zd_device_post_rdma_write_fn zd_mlx5_post_rdma_write;
+zd_device_post_rdma_read_fn zd_mlx5_post_rdma_read;
+zd_device_srq_post_recv_fn zd_mlx5_srq_post_recv;
 
 /* The DAT entries with the mlx5 data path inlined (zd_device_ops
  * .dat_entries): zd_mlx5_post.c, and zd_mlx5_cq.c for the dequeue. */

@@ -278,11 +278,10 @@ struct zd_shm_qp {
 
 /* ---- zd_shm_mr.c ---- */
 uint32_t zd_shm_pz_id(const void *pz);
-DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr);
-void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr);
-DAT_RETURN zd_shm_rmr_bind(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rkey,
-			   const DAT_EVENT *ev);
-void zd_shm_rmr_unbind(struct zd_ia *ia, struct zd_rmr *rmr);
+zd_device_mr_register_fn zd_shm_mr_register;
+zd_device_mr_deregister_fn zd_shm_mr_deregister;
+zd_device_rmr_bind_fn zd_shm_rmr_bind;
+zd_device_rmr_unbind_fn zd_shm_rmr_unbind;
 /* Publishes this process's memfd chunks in the IA's chunk table. */
 int zd_shm_chunks_start(struct zd_shm_ia *sia);
 void zd_shm_chunks_stop(struct zd_shm_ia *sia);
@@ -308,11 +307,11 @@ static inline struct zd_shm_ia_shared *zd_shm_peer_ia(const struct zd_soft_peer 
 void zd_shm_peer_ring(struct zd_shm_ia_shared *ia, uint32_t need);
 
 /* ---- zd_shm_cq.c ---- */
-DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth);
-void zd_shm_cq_destroy(struct zd_evd *evd);
-int zd_shm_cq_poll(struct zd_evd *evd, int budget);
-DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out);
-void zd_shm_cq_arm(struct zd_evd *evd);
+zd_device_cq_create_fn zd_shm_cq_create;
+zd_device_cq_destroy_fn zd_shm_cq_destroy;
+zd_device_cq_poll_fn zd_shm_cq_poll;
+zd_device_cq_poll_one_fn zd_shm_cq_poll_one;
+zd_device_cq_arm_fn zd_shm_cq_arm;
 int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
 void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv);
 /* A DTO completion of this process into @cq (any thread), through the
@@ -340,46 +339,39 @@ int zd_shm_waker_start(struct zd_shm_ia *sia);
 void zd_shm_waker_stop(struct zd_shm_ia *sia);
 
 /* ---- zd_shm_qp.c ---- */
-DAT_RETURN zd_shm_qp_create(struct zd_ep *ep);
-size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max);
-DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len);
-void zd_shm_qp_flush(struct zd_ep *ep);
-DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep);
-void zd_shm_qp_destroy(struct zd_ep *ep);
+zd_device_qp_create_fn zd_shm_qp_create;
+zd_device_qp_local_blob_fn zd_shm_qp_local_blob;
+zd_device_qp_connect_fn zd_shm_qp_connect;
+zd_device_qp_flush_fn zd_shm_qp_flush;
+zd_device_qp_reset_fn zd_shm_qp_reset;
+zd_device_qp_destroy_fn zd_shm_qp_destroy;
 /* Receive side of @qp: reap its completion ring into @out (poller thread). */
 int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget);
 /* Receive buffers allocated to @qp's EP and not completed (scan). */
 DAT_COUNT zd_shm_qp_recv_held(struct zd_shm_qp *qp);
 /* The device's rq_counts op (zd_device.h). */
-void zd_shm_rq_counts(struct zd_ep *ep, struct zd_srq *srq, DAT_COUNT *avail, DAT_COUNT *held);
+zd_device_rq_counts_fn zd_shm_rq_counts;
 /* Flushes every outstanding receive of @qp into its recv CQ (any thread). */
 void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final);
 
 /* ---- zd_shm_srq.c ---- */
-DAT_RETURN zd_shm_srq_create(struct zd_srq *srq);
-DAT_RETURN zd_shm_srq_resize(struct zd_srq *srq, uint32_t depth);
-void zd_shm_srq_destroy(struct zd_srq *srq);
-DAT_RETURN zd_shm_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				DAT_DTO_COOKIE cookie);
+zd_device_srq_create_fn zd_shm_srq_create;
+zd_device_srq_resize_fn zd_shm_srq_resize;
+zd_device_srq_destroy_fn zd_shm_srq_destroy;
+zd_device_srq_post_recv_fn zd_shm_srq_post_recv;
 /* Claims the next posted SRQ buffer for QP @tag; its position or -1. */
 int64_t zd_shm_srq_take(struct zd_shm_srq_shared *sh, struct zd_shm_rq_slot *slots,
 			uint32_t depth, uint32_t tag);
 void zd_shm_srq_check_lw(struct zd_shm_srq *s);
 
 /* ---- zd_shm_post.c ---- */
-DAT_RETURN zd_shm_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				  DAT_COMPLETION_FLAGS flags);
+zd_device_post_send_fn zd_shm_post_send;
+zd_device_post_recv_fn zd_shm_post_recv;
+zd_device_post_rdma_write_fn zd_shm_post_rdma_write;
 DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				      DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				 DAT_COMPLETION_FLAGS flags);
+zd_device_post_rdma_read_fn zd_shm_post_rdma_read;
 /* Target side: rings the peer of @qp if it waits for room (after a
  * receive was posted or ring space freed). */
 void zd_shm_qp_rnr_ring(struct zd_shm_qp *qp);
