@@ -1,6 +1,5 @@
 /* IA open/query/close and the handle-generic calls. */
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -14,17 +13,6 @@
 #include "evd/zd_poller.h"
 
 struct zd_provider *zd_provider_find(const char *ia_name);
-
-void zd_log_error(const char *fmt, ...)
-{
-	va_list ap;
-	char line[512];
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "zdapl: %s\n", line);
-}
 
 int zd_ia_params_parse(const char *str, struct zd_ia_params *out)
 {

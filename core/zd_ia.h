@@ -7,6 +7,7 @@
 
 #include "core/zd_obj.h"
 #include "core/zd_device.h"
+#include "core/zd_log.h"    /* zd_log_error, for the IA's many users */
 
 /* One per dat.conf line: libdat2 dispatches through @dat, and every handle
  * of an IA opened through that line points at it. */
@@ -52,12 +53,9 @@ DAT_IA_HANDLE zd_ia_consumer_handle(struct zd_ia *ia);
 /* Parses "<device> [args...]" strictly; 0 or -1 with a message on stderr. */
 int zd_ia_params_parse(const char *str, struct zd_ia_params *out);
 
-/* One clear line on stderr, prefixed "zdapl: ". */
 /* Posts DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR with @reason about
  * @handle on the IA's async EVD (the headers name no event of their own for
  * the SRQ low watermark or the EP soft high watermark). */
 void zd_ia_async_error(struct zd_ia *ia, DAT_HANDLE handle, DAT_COUNT reason);
-
-void zd_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif
