@@ -281,16 +281,30 @@ DAT_RETURN zd_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
 	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
 }
 
-void zd_ia_async_error(struct zd_ia *ia, DAT_HANDLE handle, DAT_COUNT reason)
+/* ---- async events: on the IA's async EVD (none: dropped) ---- */
+
+static void ia_post_async(struct zd_ia *ia, DAT_EVENT_NUMBER type, DAT_HANDLE handle,
+			  DAT_COUNT reason)
 {
 	DAT_EVENT ev;
 
 	if (!ia->async_evd)
 		return;
 	memset(&ev, 0, sizeof(ev));
-	ev.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+	ev.event_number = type;
 	ev.evd_handle = ia->async_evd;
 	ev.event_data.asynch_error_event_data.dat_handle = handle;
 	ev.event_data.asynch_error_event_data.reason = reason;
 	zd_evd_post(ia->async_evd, &ev, 1);
+}
+
+void zd_ia_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type)
+{
+	if (source->ia)
+		ia_post_async(source->ia, type, source, 0);
+}
+
+void zd_ia_async_error(struct zd_ia *ia, DAT_HANDLE handle, DAT_COUNT reason)
+{
+	ia_post_async(ia, DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, handle, reason);
 }

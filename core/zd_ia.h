@@ -53,6 +53,10 @@ DAT_IA_HANDLE zd_ia_consumer_handle(struct zd_ia *ia);
 /* Parses "<device> [args...]" strictly; 0 or -1 with a message on stderr. */
 int zd_ia_params_parse(const char *str, struct zd_ia_params *out);
 
+/* Posts an async error event of @type about @source (reason 0) to its
+ * IA's async EVD. */
+void zd_ia_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
+
 /* Posts DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR with @reason about
  * @handle on the IA's async EVD (the headers name no event of their own for
  * the SRQ low watermark or the EP soft high watermark). */

@@ -85,7 +85,7 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 		first_overflow = !atomic_exchange(&evd->overflowed, 1);
 		pthread_mutex_unlock(&evd->spill_lock);
 		if (first_overflow && !(evd->flags & DAT_EVD_ASYNC_FLAG))
-			zd_evd_post_async(&evd->obj, DAT_ASYNC_ERROR_EVD_OVERFLOW);
+			zd_ia_post_async(&evd->obj, DAT_ASYNC_ERROR_EVD_OVERFLOW);
 	}
 	zd_evd_wake(evd);
 	return DAT_SUCCESS;
@@ -101,21 +101,6 @@ void zd_evd_cq_post_local(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HAND
 	};
 
 	zd_evd_cq_post(local, evd, &dto);
-}
-
-void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type)
-{
-	struct zd_ia *ia = source->ia;
-	DAT_EVENT ev;
-
-	if (!ia || !ia->async_evd)
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.event_number = type;
-	ev.evd_handle = ia->async_evd;
-	ev.event_data.asynch_error_event_data.dat_handle = source;
-	ev.event_data.asynch_error_event_data.reason = 0;
-	zd_evd_post(ia->async_evd, &ev, 1);
 }
 
 /* ---- consuming (one consumer thread at a time) ---- */

@@ -205,9 +205,6 @@ static inline int zd_evd_room(const struct zd_evd *evd)
 	return (int)(zd_ring_capacity(evd->ring) - zd_ring_count(evd->ring));
 }
 
-/* Posts an async error event of @type to @ia's async EVD. */
-void zd_evd_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
-
 /* Forced free for an abrupt dat_ia_close. */
 void zd_evd_destroy(struct zd_obj *o);
 

@@ -221,7 +221,7 @@ void zd_mlx5_qp_flush(struct zd_ep *ep)
 	/* As the other devices: an SRQ consumer learns that no more receives
 	 * will be taken for this EP (IB's "last WQE reached"). */
 	if (!atomic_exchange(&qp->flushed, 1) && qp->srq)
-		zd_evd_post_async(&ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+		zd_ia_post_async(&ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
 	/* Flush CQEs are the device's; wake a sleeping consumer to poll. */
 	zd_evd_wake(ep->request_evd);
 	if (ep->recv_evd != ep->request_evd)

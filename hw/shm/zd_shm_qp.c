@@ -309,7 +309,7 @@ void zd_shm_qp_flush(struct zd_ep *ep)
 	 * this EP (IB's "last WQE reached"): stock SRQ clients wait for it
 	 * before freeing the EP. */
 	if (first && qp->srq)
-		zd_evd_post_async(&ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+		zd_ia_post_async(&ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
 	/* A peer waiting for room learns of the error instead. */
 	zd_shm_qp_rnr_ring(qp);
 	/* Queued sends are flushed by the next progress of the request EVD

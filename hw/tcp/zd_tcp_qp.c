@@ -493,7 +493,7 @@ static void qp_flush_locked(struct zd_tcp_qp *qp)
 	 * the data path saw the end first. */
 	if (qp->srq && qp->local_end && !qp->destroying && !qp->lw_sent) {
 		qp->lw_sent = true;
-		zd_evd_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+		zd_ia_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
 	}
 	atomic_store(&qp->tx_pending, 0);
 	atomic_store(&qp->rx_stalled, 0);
@@ -570,7 +570,7 @@ static __attribute__((cold)) void qp_break_violation(struct zd_tcp_qp *qp)
 
 	qp_break(qp);
 	if (first && !qp->srq && !qp->destroying)
-		zd_evd_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+		zd_ia_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
 }
 
 /* A request failed its checks here: tell the initiator (best effort: only
