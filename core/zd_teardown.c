@@ -6,7 +6,7 @@
 #include "core/zd_cm.h"
 #include "core/zd_mem_objs.h"
 #include "core/zd_srq.h"
-#include "evd/zd_evd.h"
+#include "core/zd_evd_objs.h"
 #include "evd/zd_cno.h"
 
 typedef void (*zd_destroy_fn)(struct zd_obj *o);

@@ -12,11 +12,6 @@
 #include "evd/zd_cno.h"
 #include "evd/zd_evd_cq.h"
 #include "evd/zd_evd_entry.h"
-#include "evd/zd_poller.h"
-
-#define ZD_EVD_KNOWN_FLAGS                                                  \
-	(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |          \
-	 DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG)
 
 struct zd_spill {
 	struct zd_spill *next;
@@ -347,91 +342,25 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 
 /* ---- lifetime and state ---- */
 
-DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno_handle,
-			 DAT_EVD_FLAGS flags, DAT_EVD_HANDLE *evd_handle)
+DAT_RETURN zd_evd_init(struct zd_evd *evd, DAT_EVD_FLAGS flags, DAT_COUNT qlen)
 {
-	struct zd_ia *ia;
-	struct zd_cno *cno = NULL;
-	struct zd_evd *evd;
-	DAT_RETURN ret;
-
-	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
-	if (qlen <= 0 || qlen > ia->limits.max_evd_qlen)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	if (cno_handle != DAT_HANDLE_NULL) {
-		cno = zd_obj_get(cno_handle, ZD_OBJ_CNO);
-		if (!cno || cno->obj.ia != ia)
-			return zd_obj_invalid_handle(ZD_OBJ_CNO);
-	}
-	if (flags == 0 || (flags & ~(DAT_EVD_FLAGS)ZD_EVD_KNOWN_FLAGS))
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-	/* One async EVD per IA: the one dat_ia_open made or was given. */
-	if ((flags & DAT_EVD_ASYNC_FLAG) && ia->async_evd)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-	if (!evd_handle)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-
-	evd = zd_obj_alloc(ZD_OBJ_EVD, sizeof(*evd), ia);
-	if (!evd)
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	evd->flags = flags;
 	evd->qlen = qlen;
 	evd->ring = zd_ring_create((uint32_t)qlen);
-	if (!evd->ring) {
-		ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-		goto err_release;
-	}
+	if (!evd->ring)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	zd_waiter_init(&evd->waiter, 0);
 	pthread_mutex_init(&evd->spill_lock, NULL);
 	atomic_store(&evd->enabled, 1);
 	atomic_store(&evd->waitable, 1);
 	zd_evd_set_poll_one(evd, NULL);
-
-	if ((flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG)) && ia->dev->cq_create) {
-		ret = ia->dev->cq_create(evd, (uint32_t)qlen);
-		if (ret != DAT_SUCCESS)
-			goto err_ring;
-		evd->dev_poll = ia->dev->cq_poll;
-		evd->cq_poll = ia->dev->cq_poll;
-		zd_evd_set_poll_one(evd, ia->dev->cq_poll_one);
-		/* Pinned pollers: from here the poller alone polls the CQ. */
-		if (zd_pollers_on())
-			zd_poller_add(evd);
-	}
-	if (cno)
-		zd_cno_attach(cno, evd);
-	zd_ia_add_child(ia, &evd->obj);
-	*evd_handle = evd;
 	return DAT_SUCCESS;
-
-err_ring:
-	pthread_mutex_destroy(&evd->spill_lock);
-	zd_ring_destroy(evd->ring);
-err_release:
-	zd_obj_release(evd);
-	return ret;
 }
 
-void zd_evd_destroy(struct zd_obj *o)
+void zd_evd_fini(struct zd_evd *evd)
 {
-	struct zd_evd *evd = (struct zd_evd *)o;
-	struct zd_ia *ia = o->ia;
-	struct zd_cno *cno = atomic_load(&evd->cno);
 	struct zd_spill *s;
 
-	/* First: after this no poller touches the EVD or its CQ. */
-	zd_poller_del(evd);
-	if (cno)
-		zd_cno_detach(cno, evd);
-	if (evd->dev_poll && ia->dev->cq_destroy)
-		ia->dev->cq_destroy(evd);
-	zd_ia_del_child(ia, o);
-	if (ia->async_evd == evd)
-		ia->async_evd = NULL;
-	/* Stale handles now fail; wait out foreign producers still inside
-	 * zd_evd_post before the ring goes. */
-	zd_obj_kill(o);
-	synchronize_rcu();
 	zd_ring_destroy(evd->ring);
 	if (evd->draining)
 		zd_ring_destroy(evd->draining);
@@ -441,62 +370,14 @@ void zd_evd_destroy(struct zd_obj *o)
 	}
 	pthread_mutex_destroy(&evd->spill_lock);
 	zd_waiter_fini(&evd->waiter);
-	zd_obj_release(o);
 }
 
-DAT_RETURN zd_evd_free(DAT_EVD_HANDLE evd_handle)
+void zd_evd_retire(struct zd_evd *evd)
 {
-	struct zd_evd *evd;
-
-	EVD_GET_OR_RETURN(evd, evd_handle);
-	if (zd_obj_in_use(evd))
-		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
-	if (zd_evd_has_waiter(evd, memory_order_seq_cst))
-		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-	zd_evd_destroy(&evd->obj);
-	return DAT_SUCCESS;
-}
-
-DAT_RETURN zd_evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask,
-			DAT_EVD_PARAM *p)
-{
-	struct zd_evd *evd;
-
-	EVD_GET_OR_RETURN(evd, evd_handle);
-	if (!p)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-	p->ia_handle = zd_ia_consumer_handle(evd->obj.ia);
-	p->evd_qlen = evd->qlen;
-	p->evd_state = (atomic_load(&evd->enabled) ? DAT_EVD_STATE_ENABLED
-						   : DAT_EVD_STATE_DISABLED) |
-		       (atomic_load(&evd->waitable) ? DAT_EVD_STATE_WAITABLE
-						    : DAT_EVD_STATE_UNWAITABLE) |
-		       (atomic_load(&evd->solicited_eps) > 0 ? DAT_EVD_STATE_CONFIG_SOLICITED
-							      : DAT_EVD_STATE_CONFIG_THRESHOLD);
-	p->cno_handle = atomic_load(&evd->cno);
-	p->evd_flags = evd->flags;
-	return DAT_SUCCESS;
-}
-
-DAT_RETURN zd_evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle)
-{
-	struct zd_evd *evd;
-	struct zd_cno *cno = NULL, *old;
-
-	EVD_GET_OR_RETURN(evd, evd_handle);
-	if (cno_handle != DAT_HANDLE_NULL) {
-		cno = zd_obj_get(cno_handle, ZD_OBJ_CNO);
-		if (!cno || cno->obj.ia != evd->obj.ia)
-			return zd_obj_invalid_handle(ZD_OBJ_CNO);
-	}
-	old = atomic_load(&evd->cno);
-	if (old == cno)
-		return DAT_SUCCESS;
-	if (old)
-		zd_cno_detach(old, evd);
-	if (cno)
-		zd_cno_attach(cno, evd);
-	return DAT_SUCCESS;
+	/* Foreign producers still inside zd_evd_post leave before the ring
+	 * goes. */
+	synchronize_rcu();
+	zd_evd_fini(evd);
 }
 
 DAT_RETURN zd_evd_enable(DAT_EVD_HANDLE evd_handle)
@@ -553,23 +434,19 @@ DAT_RETURN zd_evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event)
 	return zd_evd_post(evd, &ev, 0);
 }
 
-DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen)
+DAT_RETURN zd_evd_resize_check(struct zd_evd *evd, DAT_COUNT qlen)
 {
-	struct zd_evd *evd;
-	struct zd_ring *fresh, *old;
-	DAT_RETURN ret;
-
-	EVD_GET_OR_RETURN(evd, evd_handle);
-	if (qlen <= 0 || qlen > evd->obj.ia->limits.max_evd_qlen)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (zd_evd_has_waiter(evd, memory_order_seq_cst))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	if (evd_count(evd) > (uint32_t)qlen)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
-	/* The device's CQ must hold what an EVD of this size may owe it. */
-	if (evd->cq_priv && evd->obj.ia->dev->cq_resize &&
-	    (ret = evd->obj.ia->dev->cq_resize(evd, (uint32_t)qlen)) != DAT_SUCCESS)
-		return ret;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen)
+{
+	struct zd_ring *fresh, *old;
+
 	/* Finish any earlier drain first so at most one old ring exists. */
 	if (evd->draining) {
 		fresh = zd_ring_create((uint32_t)qlen);

@@ -205,8 +205,24 @@ static inline int zd_evd_room(const struct zd_evd *evd)
 	return (int)(zd_ring_capacity(evd->ring) - zd_ring_count(evd->ring));
 }
 
-/* Forced free for an abrupt dat_ia_close. */
-void zd_evd_destroy(struct zd_obj *o);
+/* ---- the EVD's life, for the DAT object around it (core/zd_evd_obj.c) ---- */
+
+/* Sets up the event machinery of a zeroed @evd: a ring of @qlen events,
+ * the waiter, the spill list; enabled, waitable, no CQ to poll. */
+DAT_RETURN zd_evd_init(struct zd_evd *evd, DAT_EVD_FLAGS flags, DAT_COUNT qlen);
+/* Frees what zd_evd_init, resizes and spills set up, for an EVD no
+ * producer can reach: one never handed out (else zd_evd_retire). */
+void zd_evd_fini(struct zd_evd *evd);
+/* zd_evd_fini of an EVD whose handle is dead (zd_obj_kill), once the
+ * foreign producers still inside zd_evd_post have left. */
+void zd_evd_retire(struct zd_evd *evd);
+
+/* dat_evd_resize in two steps around the device's CQ resize: the checks
+ * of the EVD's own state (nobody waits in dat_evd_wait, the events it
+ * holds fit in @qlen), then the swap to a ring of @qlen events (events
+ * kept, in order). */
+DAT_RETURN zd_evd_resize_check(struct zd_evd *evd, DAT_COUNT qlen);
+DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen);
 
 /* Nonzero when the consumer can dequeue an event now (no progress made). */
 uint32_t zd_evd_ready(struct zd_evd *evd);
