@@ -10,6 +10,8 @@
 #include <dat2/udat.h>
 #include <dat2/dat_registry.h>
 
+#include "evd/zd_evd_api.h"
+
 /* IA and handles */
 DAT_RETURN zd_ia_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *);
 DAT_RETURN zd_ia_query(DAT_IA_HANDLE, DAT_EVD_HANDLE *, DAT_IA_ATTR_MASK, DAT_IA_ATTR *,
@@ -36,20 +38,13 @@ DAT_RETURN zd_cr_accept(DAT_CR_HANDLE, DAT_EP_HANDLE, DAT_COUNT, const DAT_PVOID
 DAT_RETURN zd_cr_reject(DAT_CR_HANDLE, DAT_COUNT, const DAT_PVOID);
 DAT_RETURN zd_cr_handoff(DAT_CR_HANDLE, DAT_CONN_QUAL);
 
-/* EVD */
+/* EVD (the event machinery's own calls: evd/zd_evd_api.h) */
 DAT_RETURN zd_evd_create(DAT_IA_HANDLE, DAT_COUNT, DAT_CNO_HANDLE, DAT_EVD_FLAGS,
 			 DAT_EVD_HANDLE *);
 DAT_RETURN zd_evd_query(DAT_EVD_HANDLE, DAT_EVD_PARAM_MASK, DAT_EVD_PARAM *);
 DAT_RETURN zd_evd_modify_cno(DAT_EVD_HANDLE, DAT_CNO_HANDLE);
-DAT_RETURN zd_evd_enable(DAT_EVD_HANDLE);
-DAT_RETURN zd_evd_disable(DAT_EVD_HANDLE);
-DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE, DAT_TIMEOUT, DAT_COUNT, DAT_EVENT *, DAT_COUNT *);
 DAT_RETURN zd_evd_resize(DAT_EVD_HANDLE, DAT_COUNT);
-DAT_RETURN zd_evd_post_se(DAT_EVD_HANDLE, const DAT_EVENT *);
-DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE, DAT_EVENT *);
 DAT_RETURN zd_evd_free(DAT_EVD_HANDLE);
-DAT_RETURN zd_evd_set_unwaitable(DAT_EVD_HANDLE);
-DAT_RETURN zd_evd_clear_unwaitable(DAT_EVD_HANDLE);
 
 /* EP */
 DAT_RETURN zd_ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,

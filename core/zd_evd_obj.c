@@ -15,6 +15,12 @@
 	(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |          \
 	 DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG)
 
+/* evd->on_overflow: the IA hears of an EVD's first spill. */
+static void evd_obj_overflowed(struct zd_evd *evd)
+{
+	zd_ia_post_async(&evd->obj, DAT_ASYNC_ERROR_EVD_OVERFLOW);
+}
+
 /* @h as a CNO of @ia into @out (NULL for DAT_HANDLE_NULL); false when it
  * is no live CNO of @ia. */
 static bool cno_of_ia(DAT_CNO_HANDLE h, struct zd_ia *ia, struct zd_cno **out)
@@ -53,6 +59,9 @@ DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 	ret = zd_evd_init(evd, flags, qlen);
 	if (ret != DAT_SUCCESS)
 		goto err_release;
+	/* The async EVD's own overflow has nowhere to go. */
+	if (!(flags & DAT_EVD_ASYNC_FLAG))
+		evd->on_overflow = evd_obj_overflowed;
 
 	if ((flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG)) && ia->dev->cq_create) {
 		ret = ia->dev->cq_create(evd, (uint32_t)qlen);
@@ -60,6 +69,7 @@ DAT_RETURN zd_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 			goto err_fini;
 		evd->dev_poll = ia->dev->cq_poll;
 		evd->cq_poll = ia->dev->cq_poll;
+		evd->cq_arm = ia->dev->cq_arm;
 		zd_evd_set_poll_one(evd, ia->dev->cq_poll_one);
 		/* Pinned pollers: from here the poller alone polls the CQ. */
 		if (zd_pollers_on())

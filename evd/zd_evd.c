@@ -6,9 +6,8 @@
 #include <time.h>
 #include <urcu-bp.h>
 
-#include "core/zd_api.h"
-#include "core/zd_ia.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_evd_api.h"
 #include "evd/zd_cno.h"
 #include "evd/zd_evd_cq.h"
 #include "evd/zd_evd_entry.h"
@@ -79,8 +78,8 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 		zd_evd_state_set(evd, ZD_EVD_ST_SPILL, true, memory_order_release);
 		first_overflow = !atomic_exchange(&evd->overflowed, 1);
 		pthread_mutex_unlock(&evd->spill_lock);
-		if (first_overflow && !(evd->flags & DAT_EVD_ASYNC_FLAG))
-			zd_ia_post_async(&evd->obj, DAT_ASYNC_ERROR_EVD_OVERFLOW);
+		if (first_overflow && evd->on_overflow)
+			evd->on_overflow(evd);
 	}
 	zd_evd_wake(evd);
 	return DAT_SUCCESS;
@@ -307,8 +306,8 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		/* Announce the sleep, then look again: an event published after
 		 * the announcement wakes us (zd_waiter.h, Dekker pairing). */
 		ticket = zd_waiter_prepare(&evd->waiter);
-		if (evd->cq_poll && evd->obj.ia->dev->cq_arm)
-			evd->obj.ia->dev->cq_arm(evd);
+		if (evd->cq_poll && evd->cq_arm)
+			evd->cq_arm(evd);
 		zd_evd_progress(evd);
 		if (evd_wait_ready(evd, threshold, sol)) {
 			zd_waiter_cancel(&evd->waiter);

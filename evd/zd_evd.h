@@ -77,6 +77,13 @@ struct zd_evd {
 	struct zd_poller *poller;         /* the pinned poller polling it, or NULL */
 	struct zd_evd *cno_next;          /* the CNO's list of EVDs */
 	uint64_t quiet_upto;              /* consumer: ring positions known quiet */
+	/* Set by core at creation, as cq_poll is: what evd/ calls of the
+	 * layers above it (see file comment).  The device's cq_arm (NULL:
+	 * none), for dat_evd_wait and dat_cno_wait; the report of the first
+	 * spill (NULL: none), DAT_ASYNC_ERROR_EVD_OVERFLOW on the IA's async
+	 * EVD.  Last: the fields above keep their cache lines. */
+	void (*cq_arm)(struct zd_evd *evd);
+	void (*on_overflow)(struct zd_evd *evd);
 
 	/* Direct producers (zd_evd_cq_post_direct, and a pinned poller
 	 * around its cq_poll): writers into the ring without urcu-bp.  Its own
