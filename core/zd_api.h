@@ -23,14 +23,11 @@ DAT_RETURN zd_get_consumer_context(DAT_HANDLE, DAT_CONTEXT *);
 DAT_RETURN zd_get_handle_type(DAT_HANDLE, DAT_HANDLE_TYPE *);
 DAT_RETURN zd_handle_extendedop(DAT_HANDLE, DAT_EXTENDED_OP, va_list);
 
-/* CNO */
+/* CNO (the wake-up machinery's own calls: evd/zd_evd_api.h) */
 DAT_RETURN zd_cno_create(DAT_IA_HANDLE, DAT_OS_WAIT_PROXY_AGENT, DAT_CNO_HANDLE *);
 DAT_RETURN zd_cno_fd_create(DAT_IA_HANDLE, DAT_FD *, DAT_CNO_HANDLE *);
-DAT_RETURN zd_cno_modify_agent(DAT_CNO_HANDLE, DAT_OS_WAIT_PROXY_AGENT);
 DAT_RETURN zd_cno_query(DAT_CNO_HANDLE, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM *);
 DAT_RETURN zd_cno_free(DAT_CNO_HANDLE);
-DAT_RETURN zd_cno_wait(DAT_CNO_HANDLE, DAT_TIMEOUT, DAT_EVD_HANDLE *);
-DAT_RETURN zd_cno_trigger(DAT_CNO_HANDLE, DAT_EVD_HANDLE *);
 
 /* CR */
 DAT_RETURN zd_cr_query(DAT_CR_HANDLE, DAT_CR_PARAM_MASK, DAT_CR_PARAM *);

@@ -7,5 +7,6 @@
 
 /* Forced frees used by an abrupt dat_ia_close. */
 void zd_evd_destroy(struct zd_obj *o);
+void zd_cno_destroy(struct zd_obj *o);
 
 #endif

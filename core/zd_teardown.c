@@ -7,7 +7,6 @@
 #include "core/zd_mem_objs.h"
 #include "core/zd_srq.h"
 #include "core/zd_evd_objs.h"
-#include "evd/zd_cno.h"
 
 typedef void (*zd_destroy_fn)(struct zd_obj *o);
 

@@ -1,10 +1,10 @@
-/* DAT CNO calls (see zd_cno.h). */
+/* The CNO's wake-up machinery and its DAT calls that need no IA (see
+ * zd_cno.h); create, query and free are core/zd_cno_obj.c's. */
 #include <time.h>
 
-#include "core/zd_api.h"
-#include "core/zd_ia.h"
 #include "evd/zd_cno.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_evd_api.h"
 
 void zd_cno_attach(struct zd_cno *cno, struct zd_evd *evd)
 {
@@ -46,32 +46,18 @@ void zd_cno_trigger_from(struct zd_cno *cno, struct zd_evd *evd)
 		fn(data, evd);
 }
 
-DAT_RETURN zd_cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent,
-			 DAT_CNO_HANDLE *cno_handle)
+void zd_cno_init(struct zd_cno *cno, DAT_OS_WAIT_PROXY_AGENT agent)
 {
-	struct zd_ia *ia;
-	struct zd_cno *cno;
-
-	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
-	if (!cno_handle)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-	cno = zd_obj_alloc(ZD_OBJ_CNO, sizeof(*cno), ia);
-	if (!cno)
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	zd_waiter_init(&cno->waiter, 0);
 	pthread_mutex_init(&cno->lock, NULL);
 	cno->agent = agent;
-	zd_ia_add_child(ia, &cno->obj);
-	*cno_handle = cno;
-	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_cno_fd_create(DAT_IA_HANDLE ia_handle, DAT_FD *fd, DAT_CNO_HANDLE *cno_handle)
+void zd_cno_fini(struct zd_cno *cno)
 {
-	struct zd_ia *ia;
-
-	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
-	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
+	zd_waiter_notify_all(&cno->waiter);
+	pthread_mutex_destroy(&cno->lock);
+	zd_waiter_fini(&cno->waiter);
 }
 
 DAT_RETURN zd_cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_handle)
@@ -90,42 +76,6 @@ DAT_RETURN zd_cno_modify_agent(DAT_CNO_HANDLE cno_handle, DAT_OS_WAIT_PROXY_AGEN
 	pthread_mutex_lock(&cno->lock);
 	cno->agent = agent;
 	pthread_mutex_unlock(&cno->lock);
-	return DAT_SUCCESS;
-}
-
-DAT_RETURN zd_cno_query(DAT_CNO_HANDLE cno_handle, DAT_CNO_PARAM_MASK mask, DAT_CNO_PARAM *p)
-{
-	struct zd_cno *cno;
-
-	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
-	if (!p)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-	p->ia_handle = zd_ia_consumer_handle(cno->obj.ia);
-	p->proxy_type = DAT_PROXY_TYPE_AGENT;
-	p->proxy.agent = cno->agent;
-	return DAT_SUCCESS;
-}
-
-void zd_cno_destroy(struct zd_obj *o)
-{
-	struct zd_cno *cno = (struct zd_cno *)o;
-
-	zd_ia_del_child(o->ia, o);
-	zd_obj_kill(o);                     /* a waiter wakes to a dead CNO */
-	zd_waiter_notify_all(&cno->waiter);
-	pthread_mutex_destroy(&cno->lock);
-	zd_waiter_fini(&cno->waiter);
-	zd_obj_release(o);
-}
-
-DAT_RETURN zd_cno_free(DAT_CNO_HANDLE cno_handle)
-{
-	struct zd_cno *cno;
-
-	ZD_GET_OR_RETURN(cno, cno_handle, ZD_OBJ_CNO);
-	if (zd_obj_in_use(cno))
-		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
-	zd_cno_destroy(&cno->obj);
 	return DAT_SUCCESS;
 }
 
@@ -151,12 +101,9 @@ static struct zd_evd *cno_ready_evd(struct zd_cno *cno)
 static void cno_arm(struct zd_cno *cno)
 {
 	pthread_mutex_lock(&cno->lock);
-	for (struct zd_evd *e = cno->evds; e; e = e->cno_next) {
-		const struct zd_device_ops *dev = e->obj.ia->dev;
-
-		if (e->cq_poll && dev->cq_arm && atomic_load(&e->enabled))
-			dev->cq_arm(e);
-	}
+	for (struct zd_evd *e = cno->evds; e; e = e->cno_next)
+		if (e->cq_poll && e->cq_arm && atomic_load(&e->enabled))
+			e->cq_arm(e);
 	pthread_mutex_unlock(&cno->lock);
 }
 

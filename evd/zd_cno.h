@@ -22,9 +22,14 @@ struct zd_cno {
 };
 ZD_OBJ_FITS(CNO, struct zd_cno);
 
+/* For the DAT object around the CNO (core/zd_cno_obj.c): sets up a
+ * zeroed @cno, and at its end wakes its waiters (kill it first: they find
+ * it dead) and frees what init set up. */
+void zd_cno_init(struct zd_cno *cno, DAT_OS_WAIT_PROXY_AGENT agent);
+void zd_cno_fini(struct zd_cno *cno);
+
 void zd_cno_attach(struct zd_cno *cno, struct zd_evd *evd);
 void zd_cno_detach(struct zd_cno *cno, struct zd_evd *evd);
 void zd_cno_trigger_from(struct zd_cno *cno, struct zd_evd *evd);
-void zd_cno_destroy(struct zd_obj *o);
 
 #endif

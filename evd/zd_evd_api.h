@@ -19,4 +19,9 @@ DAT_RETURN zd_evd_dequeue(DAT_EVD_HANDLE, DAT_EVENT *);
 DAT_RETURN zd_evd_set_unwaitable(DAT_EVD_HANDLE);
 DAT_RETURN zd_evd_clear_unwaitable(DAT_EVD_HANDLE);
 
+/* CNO (evd/zd_cno.c) */
+DAT_RETURN zd_cno_modify_agent(DAT_CNO_HANDLE, DAT_OS_WAIT_PROXY_AGENT);
+DAT_RETURN zd_cno_wait(DAT_CNO_HANDLE, DAT_TIMEOUT, DAT_EVD_HANDLE *);
+DAT_RETURN zd_cno_trigger(DAT_CNO_HANDLE, DAT_EVD_HANDLE *);
+
 #endif
