@@ -1,4 +1,6 @@
-/* The DAT EVD calls over zd_ring and zd_waiter (see zd_evd.h). */
+/* The EVD's event machinery over zd_ring and zd_waiter, and its DAT calls
+ * that need no IA (see zd_evd.h); create, free, query, modify_cno and
+ * resize's IA and device steps are core/zd_evd_obj.c's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

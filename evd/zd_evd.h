@@ -18,7 +18,23 @@
  *    dat_evd_resize can swap rings under them.
  * A foreign event that finds the ring full is not dropped: it goes to a spill
  * list (and every later event after it, foreign or polled, keeping order)
- * and DAT_ASYNC_ERROR_EVD_OVERFLOW is posted to the IA's async EVD.
+ * and the first spill is reported (evd->on_overflow: core posts
+ * DAT_ASYNC_ERROR_EVD_OVERFLOW to the IA's async EVD).
+ *
+ * Layering: core/ (the DAT object layer: the IA and the objects it owns,
+ * the device ops table) sits above evd/ (the event machinery: ring,
+ * post/take/dequeue/wait, waiter, CNO wake-up, pinned pollers) and calls
+ * down into it; evd/ includes of core/ only the base both sit on
+ * (zd_obj.h, zd_compiler.h, zd_log.h), never zd_ia.h, zd_api.h or
+ * zd_device.h.  So the EVD as an IA object -- handle and limit checks,
+ * the IA's children, query, the device's CQ made, resized and destroyed
+ * -- is core/zd_evd_obj.c's (the CNO's: core/zd_cno_obj.c), around
+ * zd_evd_init/zd_evd_fini here; what evd/ calls of the layers above at
+ * run time, core stores in the EVD when it creates it: the device's
+ * cq_poll, cq_poll_one and cq_arm, and on_overflow.  Why: the machinery
+ * is understood and tested without the objects that own it, an object
+ * layer change cannot reach into it, and its hot paths load nothing of
+ * the IA (one pointer in the EVD per device call).
  */
 #ifndef ZD_EVD_H
 #define ZD_EVD_H

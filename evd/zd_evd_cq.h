@@ -81,7 +81,7 @@ static ZD_ALWAYS_INLINE void zd_evd_cq_post_direct(struct zd_ring *local, struct
 		atomic_fetch_add_explicit(&evd->direct_users, 1, memory_order_seq_cst);
 		/* seq_cst: the Dekker load of this side; also acquire,
 		 * pairing with the release clearing direct_off in
-		 * zd_evd_resize: we then read its new ring.  spilling's
+		 * zd_evd_resize_ring: we then read its new ring.  spilling's
 		 * acquire pairs with its release in zd_evd_post: a spilling
 		 * EVD takes every event after the spilled ones. */
 		if (ZD_LIKELY(!atomic_load_explicit(&evd->direct_off, memory_order_seq_cst) &&

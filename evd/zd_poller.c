@@ -60,7 +60,7 @@ static int poll_evd(struct zd_evd *evd)
 
 	/* Enter the ring as zd_evd_cq_post_direct does (zd_evd_cq.h has the
 	 * Dekker argument): seq_cst RMW, then seq_cst load of direct_off,
-	 * which is also acquire against zd_evd_resize's release clearing it,
+	 * which is also acquire against zd_evd_resize_ring's release clearing it,
 	 * so evd->ring read below is the new ring. */
 	atomic_fetch_add_explicit(&evd->direct_users, 1, memory_order_seq_cst);
 	if (ZD_LIKELY(!atomic_load_explicit(&evd->direct_off, memory_order_seq_cst))) {

@@ -6,7 +6,7 @@
  * with a device CQ is given to one poller (round robin) at dat_evd_create;
  * that poller is from then on the only caller of the device's cq_poll for
  * it, and the EVD's consumer (dat_evd_dequeue, dat_evd_wait, dat_cno_wait)
- * only takes from the ring: zd_evd_create leaves evd->cq_poll and
+ * only takes from the ring: zd_poller_add leaves evd->cq_poll and
  * evd->cq_poll_one NULL, which every consumer path reads as "nothing to
  * poll, nothing to arm".  SRQs go with the CQs that serve them: the
  * device's cq_poll already reaps them.
@@ -41,7 +41,8 @@ DAT_RETURN zd_pollers_get(void);
  * thread; the next first dat_ia_open reads ZDAPL_POLLERS again. */
 void zd_pollers_put(void);
 
-/* True when pollers run: zd_evd_create hands CQ EVDs to them. */
+/* True when pollers run: dat_evd_create (core/zd_evd_obj.c) hands CQ EVDs
+ * to them. */
 int zd_pollers_on(void);
 
 /* Gives @evd (its device CQ made, evd->dev_poll set) to a poller. */
