@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/zd_log.h"
+#include "core/zd_log.h"      /* base, as zd_compiler.h is (zd_log.h) */
 #include "evd/zd_evd.h"
 #include "evd/zd_poller.h"
 #include "evd/zd_ring_arch.h"
