@@ -2,6 +2,12 @@
  * Private header of the TCP soft device (hw/tcp): hosts without RDMA
  * hardware.  Wire protocol: zd_tcp_wire.h.
  *
+ * Files: zd_tcp_dev.c (the IA), zd_tcp_cq.c (CQs and the IA's thread),
+ * zd_tcp_post.c (posts, SRQ), zd_tcp_qp.c (QP lifetime and its sockets),
+ * zd_tcp_progress.c (the progress flag and its work loop), zd_tcp_tx.c
+ * (frames out, request completions), zd_tcp_rx.c (frames in: checks,
+ * dispatch, placement), zd_tcp_flush.c (disconnect, flush, breaking).
+ *
  * Model: one non-blocking TCP socket per connected QP, driven by whoever
  * progresses the QP (the consumer's polls, or the IA's thread: below):
  *  - a post validates the local segments (lkey, bounds, PZ, LOCAL_WRITE
@@ -231,7 +237,7 @@ struct zd_tcp_qp {
 	bool lw_sent;                     /* SRQ "last WQE" event posted */
 	bool local_end;                   /* the consumer ended it (qp_flush) */
 	bool reported;                    /* the CM was told it broke */
-	bool in_eager;                    /* eager_match runs (flush: no recursion) */
+	bool in_eager;                    /* zd_tcp_eager_match runs (flush: no recursion) */
 
 	/* progress thread (under tia->lock) */
 	bool parked;                      /* disarmed: rechecked at park_until */
@@ -329,17 +335,69 @@ void zd_tcp_waker_stop(struct zd_tcp_ia *tia);
 DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep);
 size_t zd_tcp_qp_local_blob(struct zd_ep *ep, void *blob, size_t max);
 DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len);
-void zd_tcp_qp_flush(struct zd_ep *ep);
 DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep);
 void zd_tcp_qp_destroy(struct zd_ep *ep);
-/* Asks for @bits of work on @qp and does it unless another thread holds
- * the QP (then that thread does it before letting go). */
-void zd_tcp_qp_progress(struct zd_tcp_qp *qp, uint32_t bits);
 /* Registers @qp's socket one-shot in the IA's epoll set for what a
  * sleeping consumer needs (cq_arm). */
 void zd_tcp_qp_arm(struct zd_tcp_qp *qp);
 /* progress=thread: zd_tcp_qp_arm, so the IA's thread serves the QP. */
 void zd_tcp_qp_auto_arm(struct zd_tcp_qp *qp);
+/* Closes @*fdp (under fd_lock: cq_arm never sees a stale number). */
+void zd_tcp_fd_close(struct zd_tcp_qp *qp, int *fdp);
+/* Holder: accepts the peer on our listener or finishes our connect. */
+void zd_tcp_conn_progress(struct zd_tcp_qp *qp);
+
+/* ---- zd_tcp_progress.c ---- */
+/* Asks for @bits of work on @qp and does it unless another thread holds
+ * the QP (then that thread does it before letting go). */
+void zd_tcp_qp_progress(struct zd_tcp_qp *qp, uint32_t bits);
+/* Control path: takes the progress flag, waiting for its holder. */
+void zd_tcp_qp_lock(struct zd_tcp_qp *qp);
+/* Lets go, and does the work asked meanwhile. */
+void zd_tcp_qp_unlock(struct zd_tcp_qp *qp);
+/* Holder: one round of the work bits @want (ZD_TCP_W_*). */
+void zd_tcp_qp_work(struct zd_tcp_qp *qp, uint32_t want);
+
+/* ---- zd_tcp_tx.c (holder) ---- */
+/* Writes frames until none is left or the socket is full. */
+void zd_tcp_tx_progress(struct zd_tcp_qp *qp);
+/* Completes request @pos (the next one, in post order) with @st. */
+void zd_tcp_req_complete(struct zd_tcp_qp *qp, uint64_t pos, uint32_t st);
+/* Completes, in post order, the requests that are done. */
+void zd_tcp_sq_complete(struct zd_tcp_qp *qp);
+/* Refuses request @seq of the peer with @status, then breaks. */
+void zd_tcp_qp_nak(struct zd_tcp_qp *qp, uint32_t seq, uint32_t status);
+
+/* A receive completes on the recv EVD (if any).  Inline: every received
+ * send ends here. */
+static inline void zd_tcp_recv_complete(struct zd_tcp_qp *qp, DAT_DTO_COOKIE cookie,
+					uint32_t st, uint64_t len)
+{
+	if (qp->recv_cq)
+		zd_tcp_cq_complete(qp->recv_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st, len,
+				   DAT_DTO_RECEIVE);
+}
+
+/* ---- zd_tcp_rx.c (holder) ---- */
+/* Reads and dispatches frames: all that is staged, and at most
+ * ZD_TCP_RX_BATCH more, unless the QP stalls or breaks. */
+void zd_tcp_rx_progress(struct zd_tcp_qp *qp);
+/* Early sends into the receives posted since, in order. */
+void zd_tcp_eager_match(struct zd_tcp_qp *qp);
+
+/* ---- zd_tcp_flush.c ---- */
+void zd_tcp_qp_flush(struct zd_ep *ep);
+/* Holder: every outstanding DTO completes (flushed, or its error). */
+void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp);
+/* Holder: the connection is unusable: error, flush, the CM is told. */
+void zd_tcp_qp_break(struct zd_tcp_qp *qp);
+/* Holder: zd_tcp_qp_break for a peer's violation (also an async event). */
+__attribute__((cold)) void zd_tcp_qp_break_violation(struct zd_tcp_qp *qp);
+/* Holder: reads what the socket holds before a graceful flush. */
+void zd_tcp_harvest(struct zd_tcp_qp *qp);
+/* ZDAPL_TCP_DEBUG=1: says on stderr why @qp breaks. */
+__attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why, int line);
+#define ZD_TCP_QP_WHY(qp, why) zd_tcp_qp_why((qp), (why), __LINE__)
 
 /* ---- zd_tcp_post.c ---- */
 DAT_RETURN zd_tcp_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

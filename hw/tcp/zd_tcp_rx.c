@@ -1,0 +1,423 @@
+/*
+ * The receive side of a tcp QP (holder only): one recv fills the staging
+ * buffer, each frame's header is checked and dispatched (rx_dispatch), and
+ * its payload is placed where it belongs: a send into the next posted
+ * receive (or SRQ buffer, or the eager buffer until one is posted), an
+ * RDMA write into registered memory after the key check, a read response
+ * into the reader's segments; an RDMA read request is queued for
+ * zd_tcp_tx.c to answer.  A large payload is read straight into place.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "core/zd_ep.h"
+#include "core/zd_keys.h"
+#include "hw/tcp/zd_tcp.h"
+
+enum { RX_OK, RX_STALL, RX_BROKEN };
+
+static void rx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t nseg,
+		    uint64_t len)
+{
+	qp->rx_niov = 0;
+	qp->rx_iov_i = 0;
+	qp->rx_left = len;
+	for (uint32_t i = 0; i < nseg && len; i++) {
+		uint64_t n = ZD_MIN(seg[i].len, len);
+
+		if (!n)
+			continue;
+		qp->rx_iov[qp->rx_niov].iov_base = (void *)(uintptr_t)seg[i].addr;
+		qp->rx_iov[qp->rx_niov].iov_len = n;
+		qp->rx_niov++;
+		len -= n;
+	}
+	/* The last byte gets its own copy: the kernel's copy into one iovec
+	 * entry is a string operation whose stores other CPUs may see out of
+	 * order, and a target polling the last byte of an RDMA write (dtest
+	 * -W) must find everything before it in place once it changes. */
+	if (qp->rx_niov && qp->rx_iov[qp->rx_niov - 1].iov_len > 1) {
+		struct iovec *v = &qp->rx_iov[qp->rx_niov - 1];
+
+		v->iov_len--;
+		qp->rx_iov[qp->rx_niov].iov_base = (char *)v->iov_base + v->iov_len;
+		qp->rx_iov[qp->rx_niov].iov_len = 1;
+		qp->rx_niov++;
+	}
+	qp->rx_in_payload = qp->rx_left != 0;
+}
+
+/* Position in the send queue of request @seq if sent and not completed. */
+static bool sq_pos(struct zd_tcp_qp *qp, uint32_t seq, uint64_t *pos)
+{
+	return zd_tcp_seq_find(seq, qp->sq_base,
+			       atomic_load_explicit(&qp->sq_head, memory_order_relaxed), qp->sq_tx,
+			       pos);
+}
+
+/* The next posted receive (RQ or SRQ) into @out; false if none. */
+static bool take_recv(struct zd_tcp_qp *qp, struct zd_tcp_recv *out)
+{
+	uint64_t head;
+
+	if (qp->srq)
+		return zd_tcp_srq_take(qp->srq, out);
+	head = atomic_load_explicit(&qp->rq_head, memory_order_relaxed);
+	/* acquire: pairs with the (seq_cst) store of rq_tail in post_recv. */
+	if (head >= atomic_load_explicit(&qp->rq_tail, memory_order_acquire))
+		return false;
+	*out = qp->rq[head & (qp->rq_depth - 1)];
+	/* release: pairs with the poster's acquire load of rq_head. */
+	atomic_store_explicit(&qp->rq_head, head + 1, memory_order_release);
+	return true;
+}
+
+/* Early sends into the receives posted since, in order. */
+void zd_tcp_eager_match(struct zd_tcp_qp *qp)
+{
+	while (qp->eager_head != qp->eager_tail) {
+		uint32_t i = qp->eager_head % ZD_TCP_EAGER_SLOTS, len = qp->eager[i].len, off = 0;
+		const uint8_t *src = qp->eager_buf + (size_t)i * ZD_TCP_EAGER_SIZE;
+		struct zd_tcp_recv r;
+
+		if (!take_recv(qp, &r))
+			break;
+		qp->eager_head++;
+		if (len > r.total) {
+			zd_tcp_recv_complete(qp, r.cookie, DAT_DTO_ERR_LOCAL_LENGTH, 0);
+			ZD_TCP_QP_WHY(qp, "early send longer than its receive");
+			zd_tcp_qp_break(qp);
+			return;
+		}
+		for (uint32_t k = 0; k < r.nseg && off < len; k++) {
+			uint32_t n = (uint32_t)ZD_MIN(r.seg[k].len, (uint64_t)(len - off));
+
+			memcpy((void *)(uintptr_t)r.seg[k].addr, src + off, n);
+			off += n;
+		}
+		zd_tcp_recv_complete(qp, r.cookie, DAT_DTO_SUCCESS, len);
+		if (qp->srq)
+			zd_tcp_srq_check_lw(qp->srq);
+	}
+	atomic_store_explicit(&qp->eager_n, qp->eager_tail - qp->eager_head, memory_order_relaxed);
+}
+
+static void rx_finish(struct zd_tcp_qp *qp)
+{
+	switch (qp->rx_kind) {
+	case 1:
+		/* No ACK for a send (its sender completed it already): one
+		 * frame and one system call less per message each way. */
+		zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_SUCCESS,
+				     le32toh(qp->rx_hdr.len));
+		if (qp->srq)
+			zd_tcp_srq_check_lw(qp->srq);
+		break;
+	case 2:
+		qp->ack_pending = true;
+		qp->ack_seq = le32toh(qp->rx_hdr.seq);
+		break;
+	case 3:
+		qp->sq[qp->rx_wr & (qp->sq_depth - 1)].done = 1;
+		break;
+	case 4:
+		qp->eager_tail++;
+		atomic_store_explicit(&qp->eager_n, qp->eager_tail - qp->eager_head,
+				      memory_order_relaxed);
+		break;
+	}
+	qp->rx_kind = 0;
+	qp->rx_hgot = 0;
+}
+
+/* A full header is in rx_hdr: check it and set up what follows. */
+static int rx_dispatch(struct zd_tcp_qp *qp)
+{
+	const struct zd_tcp_hdr *h = &qp->rx_hdr;
+	const struct zd_tcp_wire_limits lim = {
+		.token = qp->token,
+		.expect_seq = qp->rx_expect,
+		.max_payload = ZD_TCP_MAX_PAYLOAD,
+		.hello_rcvd = qp->hello_rcvd,
+	};
+	enum zd_tcp_frame_verdict v = zd_tcp_frame_check(h, &lim);
+	uint32_t seq = le32toh(h->seq), len = le32toh(h->len);
+	uint32_t rkey = le32toh(h->rkey), rlen = le32toh(h->rlen);
+	uint64_t raddr = le64toh(h->raddr), pos;
+	struct zd_ia *ia = qp->ep->obj.ia;
+	struct zd_tcp_wr *wr;
+	const char *why = "bad frame";
+
+	if (ZD_UNLIKELY(v != ZD_TCP_FRAME_OK)) {
+		why = zd_tcp_frame_verdict_str(v);
+		/* Before its HELLO the peer is not proven ours (wire.h). */
+		if (!qp->hello_rcvd)
+			goto foreign;
+		goto bad;
+	}
+	if (!qp->hello_rcvd) {
+		qp->hello_rcvd = true;
+		/* Proven: the listener is no longer needed. */
+		zd_tcp_fd_close(qp, &qp->lis_fd);
+		qp->rx_hgot = 0;
+		return RX_OK;
+	}
+	/* zd_tcp_frame_check did the seq, len and rlen rules per op. */
+	switch (h->op) {
+	case ZD_TCP_OP_SEND:
+		if (qp->eager_head != qp->eager_tail || !take_recv(qp, &qp->rx_recv)) {
+			/* No receive for it (yet): early sends wait in order. */
+			uint32_t i = qp->eager_tail % ZD_TCP_EAGER_SLOTS;
+			struct zd_tcp_seg es;
+
+			if (len > ZD_TCP_EAGER_SIZE ||
+			    qp->eager_tail - qp->eager_head >= ZD_TCP_EAGER_SLOTS)
+				return RX_STALL;
+			qp->eager[i].len = len;
+			qp->eager[i].seq = seq;
+			es.addr = (uint64_t)(uintptr_t)(qp->eager_buf + (size_t)i * ZD_TCP_EAGER_SIZE);
+			es.len = len;
+			qp->rx_expect++;
+			qp->rx_kind = 4;
+			rx_segs(qp, &es, 1, len);
+			return RX_OK;
+		}
+		qp->rx_expect++;
+		qp->rx_kind = 1;
+		if (len > qp->rx_recv.total) {
+			zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_ERR_LOCAL_LENGTH, 0);
+			qp->rx_kind = 0;
+			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_RESPONDER);
+			return RX_BROKEN;
+		}
+		rx_segs(qp, qp->rx_recv.seg, qp->rx_recv.nseg, len);
+		return RX_OK;
+	case ZD_TCP_OP_RDMA_WRITE:
+		qp->rx_expect++;
+		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len ? len : 1, NULL)) {
+			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
+			return RX_BROKEN;
+		}
+		qp->rx_kind = 2;
+		{
+			struct zd_tcp_seg s = { .addr = raddr, .len = len };
+
+			rx_segs(qp, &s, 1, len);
+		}
+		return RX_OK;
+	case ZD_TCP_OP_READ_REQ:
+		if (qp->resp_tail - qp->resp_head >= ZD_TCP_RESP_DEPTH)
+			return RX_STALL;  /* answers pile up: stop reading */
+		qp->rx_expect++;
+		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					DAT_MEM_PRIV_REMOTE_READ_FLAG, raddr, rlen ? rlen : 1, NULL)) {
+			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
+			return RX_BROKEN;
+		}
+		{
+			uint32_t i = qp->resp_tail++ % ZD_TCP_RESP_DEPTH;
+
+			qp->resp[i].seq = seq;
+			qp->resp[i].len = rlen;
+			qp->resp[i].addr = raddr;
+		}
+		qp->rx_hgot = 0;
+		return RX_OK;
+	case ZD_TCP_OP_READ_RESP:
+		if (!sq_pos(qp, seq, &pos))
+			goto bad;
+		wr = &qp->sq[pos & (qp->sq_depth - 1)];
+		if (wr->op != DAT_DTO_RDMA_READ || wr->done || len != wr->total)
+			goto bad;
+		qp->rx_kind = 3;
+		qp->rx_wr = pos;
+		rx_segs(qp, wr->seg, wr->nseg, len);
+		return RX_OK;
+	case ZD_TCP_OP_ACK:
+		/* Any request sent on this connection (sends may have
+		 * completed already), within half the seq space. */
+		if (!zd_tcp_seq_find(seq, qp->sq_base,
+				     qp->sq_tx - ZD_MIN(qp->sq_tx - qp->sq_base, (uint64_t)1 << 31),
+				     qp->sq_tx, &pos))
+			goto bad;
+		if (pos + 1 > qp->sq_acked)
+			qp->sq_acked = pos + 1;
+		qp->rx_hgot = 0;
+		return RX_OK;
+	case ZD_TCP_OP_NAK:
+		if (!sq_pos(qp, seq, &pos))
+			goto bad;
+		/* The target executes in order: everything before succeeded. */
+		if (pos > qp->sq_acked)
+			qp->sq_acked = pos;
+		zd_tcp_sq_complete(qp);
+		wr = &qp->sq[pos & (qp->sq_depth - 1)];
+		wr->status = rlen >= DAT_DTO_ERR_LOCAL_LENGTH && rlen <= DAT_DTO_ERR_PARTIAL_PACKET &&
+			     rlen != DAT_DTO_ERR_FLUSHED ? rlen : DAT_DTO_ERR_REMOTE_RESPONDER;
+		ZD_TCP_QP_WHY(qp, "NAK received");
+		zd_tcp_qp_break(qp);
+		return RX_BROKEN;
+	default:
+		goto bad;  /* not reached: zd_tcp_frame_check refused the op */
+	}
+foreign:
+	if (!qp->connector && qp->lis_fd >= 0) {
+		/* Not our peer: drop that socket and keep listening. */
+		zd_tcp_fd_close(qp, &qp->fd);
+		qp->cstate = ZD_TCP_LISTEN;
+		qp->rx_hgot = 0;
+		qp->rx_off = qp->rx_end = 0;
+		return RX_BROKEN;
+	}
+bad:
+	ZD_TCP_QP_WHY(qp, why);
+	zd_tcp_qp_break_violation(qp);
+	return RX_BROKEN;
+}
+
+/* One recv into the empty staging buffer: a small frame's header and
+ * payload, and the frames behind it, in one system call. */
+static ssize_t rx_fill(struct zd_tcp_qp *qp)
+{
+	ssize_t n = recv(qp->fd, qp->rx_buf, ZD_TCP_RX_STAGE, MSG_DONTWAIT);
+
+	qp->rx_off = 0;
+	qp->rx_end = n > 0 ? (uint32_t)n : 0;
+	return n;
+}
+
+/* The payload iovecs advance by @n bytes just placed. */
+static void rx_advance(struct zd_tcp_qp *qp, size_t n)
+{
+	qp->rx_left -= n;
+	while (n > 0) {
+		struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
+
+		if (n >= v->iov_len) {
+			n -= v->iov_len;
+			qp->rx_iov_i++;
+		} else {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= n;
+			n = 0;
+		}
+	}
+}
+
+/* Places up to @n staged payload bytes.  The payload's last byte is its own
+ * iovec (rx_segs) and is stored after a store fence, so a target polling
+ * it finds the rest in place (glibc's memcpy may use string or
+ * non-temporal stores, which other CPUs can see out of order). */
+static void rx_copy(struct zd_tcp_qp *qp, uint32_t n)
+{
+	const uint8_t *src = qp->rx_buf + qp->rx_off;
+
+	qp->rx_off += n;
+	while (n > 0) {
+		struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
+		uint32_t k = (uint32_t)ZD_MIN((size_t)n, v->iov_len);
+
+		if (qp->rx_iov_i + 1 == qp->rx_niov && qp->rx_niov > 1) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_sfence();
+#else
+			atomic_thread_fence(memory_order_release);
+#endif
+		}
+		memcpy(v->iov_base, src, k);
+		src += k;
+		n -= k;
+		rx_advance(qp, k);
+	}
+}
+
+void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
+{
+	if (qp->eager_head != qp->eager_tail) {
+		zd_tcp_eager_match(qp);
+		if (atomic_load_explicit(&qp->error, memory_order_relaxed))
+			return;
+	}
+	/* Staged frames are all taken before returning (arm only watches the
+	 * socket); the batch bounds the system calls. */
+	for (int frames = 0;;) {
+		uint32_t avail = qp->rx_end - qp->rx_off;
+		ssize_t n;
+
+		if (!qp->rx_in_payload) {
+			int r;
+
+			if (qp->rx_hgot < sizeof(qp->rx_hdr)) {
+				uint32_t k = ZD_MIN(avail, (uint32_t)sizeof(qp->rx_hdr) - qp->rx_hgot);
+
+				if (k == 0) {
+					if (frames >= ZD_TCP_RX_BATCH)
+						return;
+					n = rx_fill(qp);
+					if (n <= 0)
+						goto io;
+					continue;
+				}
+				memcpy((char *)&qp->rx_hdr + qp->rx_hgot, qp->rx_buf + qp->rx_off, k);
+				qp->rx_off += k;
+				qp->rx_hgot += k;
+				if (qp->rx_hgot < sizeof(qp->rx_hdr))
+					continue;
+			}
+			r = rx_dispatch(qp);
+			atomic_store_explicit(&qp->rx_stalled, r == RX_STALL, memory_order_relaxed);
+			if (r != RX_OK)
+				return;
+			if (!qp->rx_in_payload) {
+				if (qp->rx_kind)
+					rx_finish(qp);
+				qp->rx_hgot = 0;
+				frames++;
+			}
+			continue;
+		}
+		if (avail) {
+			rx_copy(qp, (uint32_t)ZD_MIN((uint64_t)avail, qp->rx_left));
+		} else if (frames >= ZD_TCP_RX_BATCH) {
+			return;
+		} else if (qp->rx_left < ZD_TCP_RX_DIRECT) {
+			n = rx_fill(qp);
+			if (n <= 0)
+				goto io;
+			continue;
+		} else {
+			/* Large: straight into the destination, no copy. */
+			n = readv(qp->fd, qp->rx_iov + qp->rx_iov_i,
+				  (int)(qp->rx_niov - qp->rx_iov_i));
+			if (n <= 0)
+				goto io;
+			rx_advance(qp, (size_t)n);
+		}
+		if (qp->rx_left == 0) {
+			qp->rx_in_payload = false;
+			rx_finish(qp);
+			frames++;
+		}
+		continue;
+io:
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		/* EOF or a socket error */
+		ZD_TCP_QP_WHY(qp, n == 0 ? "EOF" : "receive failed");
+		if (!qp->hello_rcvd && !qp->connector && qp->lis_fd >= 0) {
+			zd_tcp_fd_close(qp, &qp->fd);
+			qp->cstate = ZD_TCP_LISTEN;
+			qp->rx_hgot = 0;
+			qp->rx_off = qp->rx_end = 0;
+			return;
+		}
+		zd_tcp_qp_break(qp);
+		return;
+	}
+}

@@ -1,0 +1,242 @@
+/*
+ * The send side of a tcp QP (holder only): the next frame is built (HELLO,
+ * ACK, read response, or the next request of the send queue) and written
+ * with one sendmsg (header and segments in one iovec), the rest on the
+ * next progress; a refused request is NAKed; requests complete in post
+ * order once done (a send when the kernel has it, an RDMA write when
+ * ACKed, an RDMA read when its response landed).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/zd_ep.h"
+#include "hw/tcp/zd_tcp.h"
+
+static void hdr_init(struct zd_tcp_hdr *h, unsigned op, uint32_t seq)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = htole32(ZD_TCP_WIRE_MAGIC);
+	h->version = ZD_TCP_WIRE_VERSION;
+	h->op = (uint8_t)op;
+	h->seq = htole32(seq);
+}
+
+static void tx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t nseg)
+{
+	for (uint32_t i = 0; i < nseg; i++)
+		if (seg[i].len) {
+			qp->tx_iov[qp->tx_niov].iov_base = (void *)(uintptr_t)seg[i].addr;
+			qp->tx_iov[qp->tx_niov].iov_len = seg[i].len;
+			qp->tx_niov++;
+			qp->tx_left += seg[i].len;
+		}
+}
+
+/* Builds the next frame to send; false if there is none. */
+static bool tx_next(struct zd_tcp_qp *qp)
+{
+	struct zd_tcp_hdr *h = &qp->tx_hdr;
+
+	qp->tx_niov = 1;
+	qp->tx_iov[0].iov_base = h;
+	qp->tx_iov[0].iov_len = sizeof(*h);
+	qp->tx_left = sizeof(*h);
+	qp->tx_is_req = false;
+	if (!qp->hello_sent) {
+		/* The acceptor speaks only once the connector proved itself. */
+		if (!qp->connector && !qp->hello_rcvd)
+			return false;
+		hdr_init(h, ZD_TCP_OP_HELLO, 0);
+		h->token = htole64(qp->peer_token);
+		qp->hello_sent = true;
+		return true;
+	}
+	if (!qp->hello_rcvd)
+		return false;
+	if (qp->ack_pending) {
+		hdr_init(h, ZD_TCP_OP_ACK, qp->ack_seq);
+		qp->ack_pending = false;
+		return true;
+	}
+	if (qp->resp_head != qp->resp_tail) {
+		uint32_t i = qp->resp_head % ZD_TCP_RESP_DEPTH;
+		struct zd_tcp_seg s = { .addr = qp->resp[i].addr, .len = qp->resp[i].len };
+
+		hdr_init(h, ZD_TCP_OP_READ_RESP, qp->resp[i].seq);
+		h->len = htole32(qp->resp[i].len);
+		tx_segs(qp, &s, 1);
+		qp->resp_head++;
+		return true;
+	}
+	/* acquire: pairs with the poster's release store of sq_tail. */
+	if (qp->sq_tx < atomic_load_explicit(&qp->sq_tail, memory_order_acquire)) {
+		const struct zd_tcp_wr *wr = &qp->sq[qp->sq_tx & (qp->sq_depth - 1)];
+
+		if (wr->status != DAT_DTO_SUCCESS)
+			return false;  /* zd_tcp_sq_complete breaks the QP when its turn comes */
+		switch (wr->op) {
+		case DAT_DTO_SEND:
+			hdr_init(h, ZD_TCP_OP_SEND, (uint32_t)(qp->sq_tx - qp->sq_base));
+			h->len = htole32((uint32_t)wr->total);
+			if (wr->flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
+				h->flags = htole16(ZD_TCP_FLAG_SOLICITED);
+			tx_segs(qp, wr->seg, wr->nseg);
+			break;
+		case DAT_DTO_RDMA_WRITE:
+			hdr_init(h, ZD_TCP_OP_RDMA_WRITE, (uint32_t)(qp->sq_tx - qp->sq_base));
+			h->len = htole32((uint32_t)wr->total);
+			h->rkey = htole32(wr->rkey);
+			h->raddr = htole64(wr->raddr);
+			tx_segs(qp, wr->seg, wr->nseg);
+			break;
+		default:
+			hdr_init(h, ZD_TCP_OP_READ_REQ, (uint32_t)(qp->sq_tx - qp->sq_base));
+			h->rkey = htole32(wr->rkey);
+			h->raddr = htole64(wr->raddr);
+			h->rlen = htole32((uint32_t)wr->total);
+			break;
+		}
+		qp->tx_is_req = true;
+		return true;
+	}
+	return false;
+}
+
+void zd_tcp_tx_progress(struct zd_tcp_qp *qp)
+{
+	for (;;) {
+		struct msghdr m;
+		ssize_t n;
+
+		if (!qp->tx_busy) {
+			if (!tx_next(qp))
+				break;
+			qp->tx_busy = true;
+		}
+		memset(&m, 0, sizeof(m));
+		m.msg_iov = qp->tx_iov;
+		m.msg_iovlen = qp->tx_niov;
+		n = sendmsg(qp->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				bool was = atomic_exchange_explicit(&qp->tx_pending, 1,
+								    memory_order_relaxed);
+
+				/* The thread must see the socket drain. */
+				if (!was)
+					zd_tcp_qp_auto_arm(qp);
+				return;
+			}
+			ZD_TCP_QP_WHY(qp, "send failed");
+			zd_tcp_qp_break(qp);
+			return;
+		}
+		qp->tx_left -= (uint64_t)n;
+		if (qp->tx_left == 0) {
+			if (qp->tx_is_req)
+				qp->sq_tx++;
+			qp->tx_busy = false;
+			continue;
+		}
+		/* Partial: drop what went out from the front of the iovec. */
+		while (n > 0) {
+			struct iovec *v = &qp->tx_iov[0];
+
+			if ((size_t)n >= v->iov_len) {
+				n -= (ssize_t)v->iov_len;
+				memmove(qp->tx_iov, qp->tx_iov + 1,
+					--qp->tx_niov * sizeof(qp->tx_iov[0]));
+			} else {
+				v->iov_base = (char *)v->iov_base + n;
+				v->iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	atomic_store_explicit(&qp->tx_pending, 0, memory_order_relaxed);
+}
+
+/* A request failed its checks here: tell the initiator (best effort: only
+ * between frames), then break. */
+void zd_tcp_qp_nak(struct zd_tcp_qp *qp, uint32_t seq, uint32_t status)
+{
+	if (!qp->tx_busy && qp->hello_sent) {
+		struct zd_tcp_hdr h[2];
+		int n = 0;
+
+		memset(h, 0, sizeof(h));
+		if (qp->ack_pending) {
+			h[n].magic = htole32(ZD_TCP_WIRE_MAGIC);
+			h[n].version = ZD_TCP_WIRE_VERSION;
+			h[n].op = ZD_TCP_OP_ACK;
+			h[n].seq = htole32(qp->ack_seq);
+			n++;
+		}
+		h[n].magic = htole32(ZD_TCP_WIRE_MAGIC);
+		h[n].version = ZD_TCP_WIRE_VERSION;
+		h[n].op = ZD_TCP_OP_NAK;
+		h[n].seq = htole32(seq);
+		h[n].rlen = htole32(status);
+		n++;
+		if (send(qp->fd, h, (size_t)n * sizeof(h[0]), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+			/* lost: the peer flushes on EOF instead */
+		}
+	}
+	ZD_TCP_QP_WHY(qp, "request refused (NAK sent)");
+	zd_tcp_qp_break_violation(qp);
+}
+
+/* ---- completion, in post order ---- */
+
+/* Completes request @pos (the next one, in order).  Its slot is released
+ * to the poster (sq_head) before the completion is published: a consumer on
+ * another thread that reaps it may post again at once and must find room. */
+void zd_tcp_req_complete(struct zd_tcp_qp *qp, uint64_t pos, uint32_t st)
+{
+	const struct zd_tcp_wr *wr = &qp->sq[pos & (qp->sq_depth - 1)];
+	DAT_COMPLETION_FLAGS flags = wr->flags;
+	DAT_DTO_COOKIE cookie = wr->cookie;
+	uint64_t total = wr->total;
+	DAT_DTOS op = wr->op;
+
+	/* release: pairs with the poster's acquire load of sq_head: the
+	 * entry is no longer read. */
+	atomic_store_explicit(&qp->sq_head, pos + 1, memory_order_release);
+	if (ZD_UNLIKELY(!qp->req_cq))
+		return;
+	if (ZD_LIKELY(st == DAT_DTO_SUCCESS) &&
+	    ((flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
+	     ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+	      (qp->ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))))
+		return;
+	zd_tcp_cq_complete(qp->req_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st, total, op);
+}
+
+/* Completes, in post order, the requests that are done; a request that
+ * failed its local checks breaks the QP once all before it completed. */
+void zd_tcp_sq_complete(struct zd_tcp_qp *qp)
+{
+	uint64_t head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+
+	while (head < qp->sq_tx) {
+		const struct zd_tcp_wr *wr = &qp->sq[head & (qp->sq_depth - 1)];
+
+		/* A send is complete once the kernel has it all, an RDMA
+		 * write once the target ACKed it, a read once it landed. */
+		if (wr->op == DAT_DTO_RDMA_READ ? !wr->done
+		    : (wr->op == DAT_DTO_RDMA_WRITE && head >= qp->sq_acked))
+			break;
+		zd_tcp_req_complete(qp, head, DAT_DTO_SUCCESS);
+		head++;
+	}
+	if (head == qp->sq_tx &&
+	    head < atomic_load_explicit(&qp->sq_tail, memory_order_acquire) &&
+	    qp->sq[head & (qp->sq_depth - 1)].status != DAT_DTO_SUCCESS) {
+		ZD_TCP_QP_WHY(qp, "local protection or length error");
+		zd_tcp_qp_break(qp);
+	}
+}
