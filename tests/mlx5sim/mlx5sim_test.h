@@ -66,6 +66,17 @@ static inline void t_cq_make(struct zd_mlx5sim_nic *n, uint32_t cnt, struct t_cq
 	cr_assert_eq(cq->d.cqe_size, 64);
 }
 
+/* One end of a two-NIC test: a NIC with a PD and a send and a receive
+ * CQ of 4 CQEs. */
+static inline void t_end_open(struct zd_mlx5sim_nic **n, uint32_t *pd, struct t_cq *scq,
+			      struct t_cq *rcq)
+{
+	cr_assert_eq(zd_mlx5sim_nic_open(NULL, n), 0);
+	cr_assert_eq(zd_mlx5sim_pd_alloc(*n, pd), 0);
+	t_cq_make(*n, 4, scq);
+	t_cq_make(*n, 4, rcq);
+}
+
 static inline void t_qp_make(struct zd_mlx5sim_nic *n, uint32_t pdn, struct t_cq *scq,
 			     struct t_cq *rcq, uint32_t srqn, uint32_t sq_cnt, uint32_t rq_cnt,
 			     struct t_qp *qp)

@@ -20,15 +20,9 @@ static void setup(void)
 {
 	uint32_t r;
 
-	cr_assert_eq(zd_mlx5sim_nic_open(NULL, &na), 0);
-	cr_assert_eq(zd_mlx5sim_nic_open(NULL, &nb), 0);
-	cr_assert_eq(zd_mlx5sim_pd_alloc(na, &pda), 0);
-	cr_assert_eq(zd_mlx5sim_pd_alloc(nb, &pdb), 0);
+	t_end_open(&na, &pda, &sca, &rca);
+	t_end_open(&nb, &pdb, &scb, &rcb);
 	cr_assert_eq(zd_mlx5sim_pd_alloc(nb, &pdb2), 0);
-	t_cq_make(na, 4, &sca);
-	t_cq_make(na, 4, &rca);
-	t_cq_make(nb, 4, &scb);
-	t_cq_make(nb, 4, &rcb);
 	t_qp_make(na, pda, &sca, &rca, 0, 8, 4, &qa);
 	t_qp_make(nb, pdb, &scb, &rcb, 0, 8, 4, &qb);
 	t_connect(na, &qa, nb, &qb);

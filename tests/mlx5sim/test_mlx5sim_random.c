@@ -85,14 +85,8 @@ static void run(uint64_t seed, int steps)
 	uint64_t end = t_now_ms() + 60000;
 
 	rng = seed;
-	cr_assert_eq(zd_mlx5sim_nic_open(NULL, &na), 0);
-	cr_assert_eq(zd_mlx5sim_nic_open(NULL, &nb), 0);
-	cr_assert_eq(zd_mlx5sim_pd_alloc(na, &pda), 0);
-	cr_assert_eq(zd_mlx5sim_pd_alloc(nb, &pdb), 0);
-	t_cq_make(na, 4, &sca);
-	t_cq_make(na, 4, &rca);
-	t_cq_make(nb, 4, &scb);
-	t_cq_make(nb, 4, &rcb);
+	t_end_open(&na, &pda, &sca, &rca);
+	t_end_open(&nb, &pdb, &scb, &rcb);
 	t_qp_make(na, pda, &sca, &rca, 0, 8, 4, &qa);
 	t_qp_make(nb, pdb, &scb, &rcb, 0, 8, 4, &qb);
 	t_connect(na, &qa, nb, &qb);
@@ -285,14 +279,8 @@ static void run_srq(uint64_t seed, int sends_total)
 	struct mlx5_cqe64 c;
 
 	rng = seed;
-	cr_assert_eq(zd_mlx5sim_nic_open(NULL, &na), 0);
-	cr_assert_eq(zd_mlx5sim_nic_open(NULL, &nb), 0);
-	cr_assert_eq(zd_mlx5sim_pd_alloc(na, &pda), 0);
-	cr_assert_eq(zd_mlx5sim_pd_alloc(nb, &pdb), 0);
-	t_cq_make(na, 4, &sca);
-	t_cq_make(na, 4, &rca);
-	t_cq_make(nb, 4, &scb);
-	t_cq_make(nb, 4, &rcb);
+	t_end_open(&na, &pda, &sca, &rca);
+	t_end_open(&nb, &pdb, &scb, &rcb);
 	cr_assert_eq(zd_mlx5sim_srq_create(nb, pdb, 4, 1, &s.d), 0);
 	for (int i = 0; i < 2; i++) {
 		t_qp_make(na, pda, &sca, &rca, 0, 4, 4, &p[i]);
