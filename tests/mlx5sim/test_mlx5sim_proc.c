@@ -107,6 +107,24 @@ static int child(int sock)
 	return 0;
 }
 
+/* One signaled one-sided WQE to the child: @opcode at @raddr (@rkey), the
+ * local side @len bytes at @laddr (@lkey); an atomic's two operands in
+ * @at (NULL for others).  Waits for it: its CQE. */
+static struct mlx5_cqe64 one_sided(struct t_qp *qp, struct t_cq *scq, uint8_t opcode,
+				   uint64_t raddr, uint32_t rkey, const uint64_t *at, void *laddr,
+				   uint32_t len, uint32_t lkey)
+{
+	struct t_wqe w;
+
+	t_wqe_ctrl(&w, qp, opcode, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	t_wqe_raddr(&w, raddr, rkey);
+	if (at)
+		t_wqe_atomic(&w, at[0], at[1]);
+	t_wqe_data(&w, laddr, len, lkey);
+	t_post(qp, &w, T_BF);
+	return t_wait(scq);
+}
+
 Test(proc, two_processes_target_only_spins, .timeout = 60)
 {
 	int sv[2], status;
@@ -145,34 +163,21 @@ Test(proc, two_processes_target_only_spins, .timeout = 60)
 	cr_assert_eq(read(sv[0], &b, 1), 1);
 
 	/* writes: private memory, then the chunk (mapped) */
-	t_wqe_ctrl(&w, &qp, MLX5_OPCODE_RDMA_WRITE, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-	t_wqe_raddr(&w, h.priv + 128, h.kpriv);
-	t_wqe_data(&w, buf + 128, 4096 - 128, k);
-	t_post(&qp, &w, T_BF);
-	c = t_wait(&scq);
+	c = one_sided(&qp, &scq, MLX5_OPCODE_RDMA_WRITE, h.priv + 128, h.kpriv, NULL, buf + 128,
+		      4096 - 128, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ, "syndrome %#x", t_syn(&c));
-	t_wqe_ctrl(&w, &qp, MLX5_OPCODE_RDMA_WRITE, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-	t_wqe_raddr(&w, h.chunk + 128, h.kchunk);
-	t_wqe_data(&w, buf + 4096 + 128, 4096 - 128, k);
-	t_post(&qp, &w, T_BF);
-	c = t_wait(&scq);
+	c = one_sided(&qp, &scq, MLX5_OPCODE_RDMA_WRITE, h.chunk + 128, h.kchunk, NULL,
+		      buf + 4096 + 128, 4096 - 128, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ, "syndrome %#x", t_syn(&c));
 
 	/* reads back from both */
 	memset(buf, 0, 512);
-	t_wqe_ctrl(&w, &qp, MLX5_OPCODE_RDMA_READ, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-	t_wqe_raddr(&w, h.priv + 128, h.kpriv);
-	t_wqe_data(&w, buf, 100, k);
-	t_post(&qp, &w, T_BF);
-	c = t_wait(&scq);
+	c = one_sided(&qp, &scq, MLX5_OPCODE_RDMA_READ, h.priv + 128, h.kpriv, NULL, buf, 100, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(buf[i], (uint8_t)((i + 128) * 7));
-	t_wqe_ctrl(&w, &qp, MLX5_OPCODE_RDMA_READ, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-	t_wqe_raddr(&w, h.chunk + 128, h.kchunk);
-	t_wqe_data(&w, buf + 200, 100, k);
-	t_post(&qp, &w, T_BF);
-	c = t_wait(&scq);
+	c = one_sided(&qp, &scq, MLX5_OPCODE_RDMA_READ, h.chunk + 128, h.kchunk, NULL, buf + 200,
+		      100, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(buf[200 + i], (uint8_t)((i + 128) * 3));
@@ -185,20 +190,12 @@ Test(proc, two_processes_target_only_spins, .timeout = 60)
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);
 
 	/* atomics on private memory (process_vm) and on the chunk (mapped) */
-	t_wqe_ctrl(&w, &qp, MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-	t_wqe_raddr(&w, h.priv + 64, h.kpriv);
-	t_wqe_atomic(&w, 5, 0);
-	t_wqe_data(&w, buf + 400, 8, k);
-	t_post(&qp, &w, T_BF);
-	c = t_wait(&scq);
+	c = one_sided(&qp, &scq, MLX5_OPCODE_ATOMIC_FA, h.priv + 64, h.kpriv, (uint64_t[]){ 5, 0 },
+		      buf + 400, 8, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);
 	cr_assert_eq(be64toh(*(uint64_t *)(buf + 400)), 1000);
-	t_wqe_ctrl(&w, &qp, MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-	t_wqe_raddr(&w, h.chunk + 64, h.kchunk);
-	t_wqe_atomic(&w, 2007, 2000);
-	t_wqe_data(&w, buf + 408, 8, k);
-	t_post(&qp, &w, T_BF);
-	c = t_wait(&scq);
+	c = one_sided(&qp, &scq, MLX5_OPCODE_ATOMIC_CS, h.chunk + 64, h.kchunk,
+		      (uint64_t[]){ 2007, 2000 }, buf + 408, 8, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);
 	cr_assert_eq(be64toh(*(uint64_t *)(buf + 408)), 2000);
 
