@@ -118,6 +118,20 @@ static void qp_state_init(struct zd_tcp_qp *qp)
 	atomic_store(&qp->rx_stalled, 0);
 }
 
+/* Sockets closed, memory freed: the end of create's error path and of
+ * destroy. */
+static void qp_free(struct zd_tcp_qp *qp)
+{
+	zd_tcp_fd_close(qp, &qp->fd);
+	zd_tcp_fd_close(qp, &qp->lis_fd);
+	pthread_mutex_destroy(&qp->fd_lock);
+	free(qp->rq);
+	free(qp->sq);
+	free(qp->eager_buf);
+	free(qp->rx_buf);
+	free(qp);
+}
+
 DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 {
 	struct zd_tcp_ia *tia = ep->obj.ia->dev_priv;
@@ -165,13 +179,7 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 err_unlock:
 	pthread_mutex_unlock(&tia->lock);
 err:
-	zd_tcp_fd_close(qp, &qp->lis_fd);
-	pthread_mutex_destroy(&qp->fd_lock);
-	free(qp->rq);
-	free(qp->sq);
-	free(qp->eager_buf);
-	free(qp->rx_buf);
-	free(qp);
+	qp_free(qp);
 	return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 }
 
@@ -318,14 +326,7 @@ void zd_tcp_qp_destroy(struct zd_ep *ep)
 	zd_tcp_qp_lock(qp);
 	qp->destroying = true;  /* no "last WQE" event naming a dead EP */
 	zd_tcp_qp_flush_locked(qp);
-	zd_tcp_fd_close(qp, &qp->fd);
-	zd_tcp_fd_close(qp, &qp->lis_fd);
-	pthread_mutex_destroy(&qp->fd_lock);
-	free(qp->rq);
-	free(qp->sq);
-	free(qp->eager_buf);
-	free(qp->rx_buf);
-	free(qp);
+	qp_free(qp);
 	ep->dev_priv = NULL;
 }
 
