@@ -299,7 +299,7 @@ struct zd_tcp_qp {
 	struct zd_tcp_hdr rx_hdr;
 	uint32_t rx_hgot;                 /* header bytes read */
 	bool rx_in_payload;
-	struct iovec rx_iov[ZD_TCP_MAX_SEGS + 1];  /* + the last byte alone (rx_segs) */
+	struct iovec rx_iov[ZD_TCP_MAX_SEGS + 1];  /* + the tail alone (rx_segs) */
 	uint32_t rx_niov, rx_iov_i;
 	uint64_t rx_left;
 	uint32_t rx_expect;               /* next request seq from the peer */
@@ -321,10 +321,10 @@ struct zd_tcp_qp {
 };
 
 /* ---- zd_tcp_cq.c ---- */
-DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth);
-void zd_tcp_cq_destroy(struct zd_evd *evd);
-int zd_tcp_cq_poll(struct zd_evd *evd, int budget);
-void zd_tcp_cq_arm(struct zd_evd *evd);
+zd_device_cq_create_fn zd_tcp_cq_create;
+zd_device_cq_destroy_fn zd_tcp_cq_destroy;
+zd_device_cq_poll_fn zd_tcp_cq_poll;
+zd_device_cq_arm_fn zd_tcp_cq_arm;
 int zd_tcp_cq_attach(struct zd_tcp_cq *cq, struct zd_tcp_qp *qp, bool add);
 void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, uint64_t len, DAT_DTOS op);
@@ -332,11 +332,11 @@ int zd_tcp_waker_start(struct zd_tcp_ia *tia);
 void zd_tcp_waker_stop(struct zd_tcp_ia *tia);
 
 /* ---- zd_tcp_qp.c ---- */
-DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep);
-size_t zd_tcp_qp_local_blob(struct zd_ep *ep, void *blob, size_t max);
-DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len);
-DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep);
-void zd_tcp_qp_destroy(struct zd_ep *ep);
+zd_device_qp_create_fn zd_tcp_qp_create;
+zd_device_qp_local_blob_fn zd_tcp_qp_local_blob;
+zd_device_qp_connect_fn zd_tcp_qp_connect;
+zd_device_qp_reset_fn zd_tcp_qp_reset;
+zd_device_qp_destroy_fn zd_tcp_qp_destroy;
 /* Registers @qp's socket one-shot in the IA's epoll set for what a
  * sleeping consumer needs (cq_arm). */
 void zd_tcp_qp_arm(struct zd_tcp_qp *qp);
@@ -386,7 +386,7 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp);
 void zd_tcp_eager_match(struct zd_tcp_qp *qp);
 
 /* ---- zd_tcp_flush.c ---- */
-void zd_tcp_qp_flush(struct zd_ep *ep);
+zd_device_qp_flush_fn zd_tcp_qp_flush;
 /* Holder: every outstanding DTO completes (flushed, or its error). */
 void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp);
 /* Holder: the connection is unusable: error, flush, the CM is told. */
@@ -400,21 +400,14 @@ __attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why, 
 #define ZD_TCP_QP_WHY(qp, why) zd_tcp_qp_why((qp), (why), __LINE__)
 
 /* ---- zd_tcp_post.c ---- */
-DAT_RETURN zd_tcp_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_tcp_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_tcp_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				  DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_tcp_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				 DAT_COMPLETION_FLAGS flags);
-DAT_RETURN zd_tcp_srq_create(struct zd_srq *srq);
-DAT_RETURN zd_tcp_srq_resize(struct zd_srq *srq, uint32_t depth);
-void zd_tcp_srq_destroy(struct zd_srq *srq);
-DAT_RETURN zd_tcp_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				DAT_DTO_COOKIE cookie);
+zd_device_post_send_fn zd_tcp_post_send;
+zd_device_post_recv_fn zd_tcp_post_recv;
+zd_device_post_rdma_write_fn zd_tcp_post_rdma_write;
+zd_device_post_rdma_read_fn zd_tcp_post_rdma_read;
+zd_device_srq_create_fn zd_tcp_srq_create;
+zd_device_srq_resize_fn zd_tcp_srq_resize;
+zd_device_srq_destroy_fn zd_tcp_srq_destroy;
+zd_device_srq_post_recv_fn zd_tcp_srq_post_recv;
 /* Takes the next posted SRQ buffer into @out; false if none. */
 bool zd_tcp_srq_take(struct zd_tcp_srq *s, struct zd_tcp_recv *out);
 void zd_tcp_srq_check_lw(struct zd_tcp_srq *s);

@@ -15,6 +15,7 @@
 
 #include "core/zd_ep.h"
 #include "core/zd_keys.h"
+#include "hw/soft/zd_soft_copy.h"
 #include "hw/tcp/zd_tcp.h"
 
 enum { RX_OK, RX_STALL, RX_BROKEN };
@@ -35,16 +36,15 @@ static void rx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t
 		qp->rx_niov++;
 		len -= n;
 	}
-	/* The last byte gets its own copy: the kernel's copy into one iovec
-	 * entry is a string operation whose stores other CPUs may see out of
-	 * order, and a target polling the last byte of an RDMA write (dtest
-	 * -W) must find everything before it in place once it changes. */
-	if (qp->rx_niov && qp->rx_iov[qp->rx_niov - 1].iov_len > 1) {
+	/* The tail (the last 8 bytes, hw/soft/zd_soft_copy.h) is an iovec of
+	 * its own, placed after the rest: by the kernel after the iovecs
+	 * before it (readv), or by zd_soft_store_tail (rx_copy). */
+	if (qp->rx_niov && qp->rx_iov[qp->rx_niov - 1].iov_len > ZD_SOFT_TAIL) {
 		struct iovec *v = &qp->rx_iov[qp->rx_niov - 1];
 
-		v->iov_len--;
+		v->iov_len -= ZD_SOFT_TAIL;
 		qp->rx_iov[qp->rx_niov].iov_base = (char *)v->iov_base + v->iov_len;
-		qp->rx_iov[qp->rx_niov].iov_len = 1;
+		qp->rx_iov[qp->rx_niov].iov_len = ZD_SOFT_TAIL;
 		qp->rx_niov++;
 	}
 	qp->rx_in_payload = qp->rx_left != 0;
@@ -308,10 +308,9 @@ static void rx_advance(struct zd_tcp_qp *qp, size_t n)
 	}
 }
 
-/* Places up to @n staged payload bytes.  The payload's last byte is its own
- * iovec (rx_segs) and is stored after a store fence, so a target polling
- * it finds the rest in place (glibc's memcpy may use string or
- * non-temporal stores, which other CPUs can see out of order). */
+/* Places up to @n staged payload bytes.  The payload's tail is its own
+ * iovec (rx_segs), stored after the rest (zd_soft_store_tail), so a target
+ * polling it finds the rest in place. */
 static void rx_copy(struct zd_tcp_qp *qp, uint32_t n)
 {
 	const uint8_t *src = qp->rx_buf + qp->rx_off;
@@ -321,14 +320,10 @@ static void rx_copy(struct zd_tcp_qp *qp, uint32_t n)
 		struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
 		uint32_t k = (uint32_t)ZD_MIN((size_t)n, v->iov_len);
 
-		if (qp->rx_iov_i + 1 == qp->rx_niov && qp->rx_niov > 1) {
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_sfence();
-#else
-			atomic_thread_fence(memory_order_release);
-#endif
-		}
-		memcpy(v->iov_base, src, k);
+		if (qp->rx_iov_i + 1 == qp->rx_niov)
+			zd_soft_store_tail(v->iov_base, src, k);  /* k <= ZD_SOFT_TAIL */
+		else
+			memcpy(v->iov_base, src, k);
 		src += k;
 		n -= k;
 		rx_advance(qp, k);
