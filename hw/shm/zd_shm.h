@@ -13,9 +13,9 @@
  *  - RDMA write/read: the initiator checks the rkey in the target's MR table
  *    (key, bounds, access, PZ) and copies itself: memcpy through its mapping
  *    of the target's pool chunk, memcpy when the peer is this very process,
- *    else one process_vm_writev/readv.  The target never runs.  A write's
- *    last byte lands after all the others, as on the wire (consumers poll
- *    it: zd_shm_peer_copy).
+ *    else one process_vm_writev/readv (hw/soft/zd_soft_copy.h).  The
+ *    target never runs.  A write's last 8 bytes land after all the others,
+ *    as on the wire (consumers poll them).
  *  - Send: the initiator takes the target's next posted receive (or an SRQ
  *    buffer), copies into it, and appends a completion entry to the target
  *    QP's completion ring; with no receive posted it copies into the eager

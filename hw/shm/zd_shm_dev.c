@@ -54,7 +54,7 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	pthread_mutex_init(&sia->lock, NULL);
 	/* The MR table is sparse: pages appear as keys get used. */
 	if (zd_soft_region_create(&sia->region, sizeof(struct zd_shm_ia_shared),
-				 "zdapl-shm-ia") != 0)
+				  "zdapl-shm-ia") != 0)
 		goto err;
 	sia->sh = sia->region.base;
 	sia->sh->magic = ZD_SHM_MAGIC_IA;

@@ -17,7 +17,7 @@
  *    suppressed or unsignalled success.
  * The common RDMA (one segment, a target memcpy reaches) has its own path,
  * post_rdma, with no iovec and a fixed-size copy for small messages
- * (zd_soft_copy_to_peer, last byte last); instructions per 8-byte RDMA
+ * (zd_soft_copy_to_peer, tail last); instructions per 8-byte RDMA
  * write post plus dequeue of its completion: tools/instr_count.sh.
  * A send that finds neither a receive nor eager room is queued (RNR) and
  * retried by the next post or progress of the request EVD; later DTOs of
@@ -109,7 +109,7 @@ bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
 			continue;
 		if (!zd_shm_mr_read(sia->sh->mr, iov[i].lmr_context, &v) ||
 		    !zd_soft_mr_allows(&v, iov[i].virtual_address, len,
-				      DAT_MEM_PRIV_LOCAL_WRITE_FLAG, pz_id))
+				       DAT_MEM_PRIV_LOCAL_WRITE_FLAG, pz_id))
 			return false;
 		/* The region's chunk holds every segment inside it. */
 		slot->seg[i].chunk = v.chunk;
@@ -170,8 +170,8 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 	 * published them; a lying target only hurts itself. */
 	if (ZD_UNLIKELY(!zd_shm_mr_read(zd_shm_peer_ia(qp->peer)->mr, remote->rmr_context, &v) ||
 			!zd_soft_mr_allows(&v, remote->virtual_address, total ? total : 1,
-					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
-						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
+					   write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
+						 : DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		return DAT_DTO_ERR_REMOTE_ACCESS;
 	*done = total;
 	if (ZD_UNLIKELY(total == 0))
@@ -179,7 +179,7 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 	if (ZD_LIKELY(n == 1)) {
 		/* Same process, or the target lies in a pool chunk we mapped. */
 		void *p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address,
-					       total);
+						total);
 		void *l = (void *)(uintptr_t)iov->virtual_address;
 
 		if (ZD_LIKELY(p != NULL)) {
@@ -494,8 +494,8 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 		goto any;
 	if (ZD_UNLIKELY(!zd_shm_mr_read(zd_shm_peer_ia(qp->peer)->mr, remote->rmr_context, &v) ||
 			!zd_soft_mr_allows(&v, remote->virtual_address, len,
-					  write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
-						: DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
+					   write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
+						 : DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		goto any;
 	p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address, len);
 	if (ZD_UNLIKELY(!p))

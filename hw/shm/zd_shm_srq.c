@@ -41,7 +41,7 @@ DAT_RETURN zd_shm_srq_create(struct zd_srq *srq)
 	s->cookie = calloc(s->depth, sizeof(*s->cookie));
 	if (!s->cookie ||
 	    zd_soft_region_create(&s->region, slots_off + (uint64_t)s->depth *
-				 sizeof(struct zd_shm_rq_slot), "zdapl-shm-srq") != 0)
+				  sizeof(struct zd_shm_rq_slot), "zdapl-shm-srq") != 0)
 		goto err;
 	s->sh = s->region.base;
 	s->sh->magic = ZD_SHM_MAGIC_SRQ;
