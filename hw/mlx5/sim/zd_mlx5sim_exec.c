@@ -187,8 +187,8 @@ static struct zd_ms_result fail(uint8_t syndrome, bool peer_err)
 }
 
 /* Responder error on a claimed receive: its error CQE, then the QP errs. */
-static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq, const struct recv_claim *rc,
-		       uint8_t syndrome, uint8_t opcode)
+static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+		       const struct recv_claim *rc, uint8_t syndrome, uint8_t opcode)
 {
 	struct mlx5_cqe64 c;
 
