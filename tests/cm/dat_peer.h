@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "cm_test.h"
+#include "rc_ep_attr.h"
 
 #define BUF 65536                       /* each peer's registered buffer */
 
@@ -96,21 +97,7 @@ static inline void peer_ep(struct peer *p, DAT_EP_HANDLE *ep, int with_srq)
 {
 	DAT_EP_ATTR a;
 
-	memset(&a, 0, sizeof(a));
-	a.service_type = DAT_SERVICE_TYPE_RC;
-	a.max_message_size = BUF;
-	a.max_rdma_size = BUF;
-	a.qos = DAT_QOS_BEST_EFFORT;
-	a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.max_recv_dtos = 32;
-	a.max_request_dtos = 32;
-	a.max_recv_iov = 4;
-	a.max_request_iov = 4;
-	a.max_rdma_read_in = 4;
-	a.max_rdma_read_out = 4;
-	a.ep_transport_specific_count = 0;
-	a.ep_provider_specific_count = 0;
+	rc_ep_attr(&a, BUF, 32, 32, 4);
 	if (with_srq) {
 		DAT_SRQ_ATTR sa = { .max_recv_dtos = 64, .max_recv_iov = 4, .low_watermark = DAT_SRQ_LW_DEFAULT };
 

@@ -30,6 +30,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "rc_ep_attr.h"
+
 #define BUF      (1u << 20)
 #define CHUNK    (64u * 1024)
 #define WINDOW   16      /* requests outstanding */
@@ -222,19 +224,7 @@ static void setup(struct ctx *c, char *ia_name)
 	r.for_va = c->buf;
 	OK(dat_lmr_create(c->ia, DAT_MEM_TYPE_VIRTUAL, r, BUF, c->pz, DAT_MEM_PRIV_ALL_FLAG,
 			  DAT_VA_TYPE_VA, &c->lmr, &c->lkey, &c->rkey, &rlen, &raddr));
-	memset(&a, 0, sizeof(a));
-	a.service_type = DAT_SERVICE_TYPE_RC;
-	a.max_message_size = BUF;
-	a.max_rdma_size = BUF;
-	a.qos = DAT_QOS_BEST_EFFORT;
-	a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.max_recv_dtos = RECVS * 2;
-	a.max_request_dtos = WINDOW * 2;
-	a.max_recv_iov = 1;
-	a.max_request_iov = 1;
-	a.max_rdma_read_in = 4;
-	a.max_rdma_read_out = 4;
+	rc_ep_attr(&a, BUF, RECVS * 2, WINDOW * 2, 1);
 	OK(dat_ep_create(c->ia, c->pz, c->rcv, c->req, c->conn, &a, &c->ep));
 	for (int i = 0; i < RECVS; i++)
 		post_recv(c);

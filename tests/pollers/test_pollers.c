@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "cm_test.h"
+#include "rc_ep_attr.h"
 
 #define BUF 65536
 #define WIN 16
@@ -113,19 +114,7 @@ static void peer_open(struct peer *p, const char *ia, DAT_COUNT req_qlen, DAT_CO
 			       DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &p->lmr, &p->lkey, &p->rkey,
 			       &rlen, &raddr),
 		DAT_SUCCESS);
-	memset(&a, 0, sizeof(a));
-	a.service_type = DAT_SERVICE_TYPE_RC;
-	a.max_message_size = BUF;
-	a.max_rdma_size = BUF;
-	a.qos = DAT_QOS_BEST_EFFORT;
-	a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.max_recv_dtos = 64;
-	a.max_request_dtos = 64;
-	a.max_recv_iov = 1;
-	a.max_request_iov = 1;
-	a.max_rdma_read_in = 4;
-	a.max_rdma_read_out = 4;
+	rc_ep_attr(&a, BUF, 64, 64, 1);
 	CHK_RET(dat_ep_create(p->n.ia, p->n.pz, p->rcv, p->req, p->n.conn_evd, &a, &p->ep),
 		DAT_SUCCESS);
 }
