@@ -31,24 +31,6 @@ struct oinfo {
 	uint32_t key[2];
 };
 
-static int oread(int fd, void *p, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = read(fd, (char *)p + got, n - got);
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-static int owrite(int fd, const void *p, size_t n)
-{
-	return write(fd, p, n) == (ssize_t)n ? 0 : -1;
-}
-
 static unsigned char pat(uint32_t i, int side, uint32_t len)
 {
 	return (unsigned char)(i * 31u + (unsigned)side * 101u + len);
@@ -97,7 +79,7 @@ static int pingpong(struct side *s, DAT_EP_HANDLE ep, int side, int rd, int wr,
 
 			/* Both receive buffers clean before either writes. */
 			memset(rbuf[kind], 0, MAXLEN);
-			if (owrite(wr, "s", 1) || oread(rd, &c, 1))
+			if (t_pipe_write(wr, "s", 1) || t_pipe_read(rd, &c, 1))
 				return 60;
 			double t0 = now();
 
@@ -172,7 +154,7 @@ static int pingpong(struct side *s, DAT_EP_HANDLE ep, int side, int rd, int wr,
 
 /* One whole side: IA, buffers, the ping-pong, then the IA closed and the
  * buffers freed.  Returns 0 or a check code. */
-static int run_side(int side, int rd, int wr)
+static int run_side(int rd, int wr, int side)
 {
 	struct oinfo me = { 0 }, peer;
 	char *sbuf = malloc(MAXLEN);
@@ -192,19 +174,19 @@ static int run_side(int side, int rd, int wr)
 		me.key[i] = k;
 	}
 	me.blob_len = t_blob(ep, me.blob);
-	if (owrite(wr, &me, sizeof(me)) || oread(rd, &peer, sizeof(peer))) {
+	if (t_pipe_write(wr, &me, sizeof(me)) || t_pipe_read(rd, &peer, sizeof(peer))) {
 		rc = 70;
 		goto out;
 	}
 	t_accept_blob(ep, peer.blob, peer.blob_len);
 	/* Both connected before the first write. */
-	if (owrite(wr, "c", 1) || oread(rd, &c, 1)) {
+	if (t_pipe_write(wr, "c", 1) || t_pipe_read(rd, &c, 1)) {
 		rc = 71;
 		goto out;
 	}
 	rc = pingpong(&s, ep, side, rd, wr, sbuf, skey, rbuf, &peer);
 	/* Done on both sides before either closes. */
-	if (owrite(wr, rc ? "f" : "d", 1) || oread(rd, &c, 1))
+	if (t_pipe_write(wr, rc ? "f" : "d", 1) || t_pipe_read(rd, &c, 1))
 		rc = rc ? rc : 72;
 	else if (!rc && c != 'd')
 		rc = 73;
@@ -218,21 +200,10 @@ out:
 
 Test(shm_order, rdma_write_tail_lands_last)
 {
-	int p2c[2], c2p[2], status, rc;
-	pid_t pid;
+	int rd, wr, status, rc;
+	pid_t pid = t_fork_peer(run_side, 1, &rd, &wr);
 
-	cr_assert_eq(pipe(p2c), 0);
-	cr_assert_eq(pipe(c2p), 0);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(run_side(1, p2c[0], c2p[1]));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
-	rc = run_side(0, c2p[0], p2c[1]);
+	rc = run_side(rd, wr, 0);
 	if (rc)
 		kill(pid, SIGKILL);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);

@@ -17,23 +17,11 @@ struct info {
 	uint32_t pool_key, heap_key;
 };
 
+/* A write the other side must see; either side gives up at once if not. */
 static void xwrite(int fd, const void *p, size_t n)
 {
-	if (write(fd, p, n) != (ssize_t)n)
+	if (t_pipe_write(fd, p, n))
 		_exit(90);
-}
-
-static int xread(int fd, void *p, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = read(fd, (char *)p + got, n - got);
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
 }
 
 enum { STREAM_MSGS = 20000, STREAM_RQ = 16, STREAM_MAX = 3 * 4096 };
@@ -91,7 +79,7 @@ static int stream_child(int rd, int wr)
 	}
 	me.blob_len = t_blob(ep, me.blob);
 	xwrite(wr, &me, sizeof(me));
-	if (xread(rd, &peer, sizeof(peer)))
+	if (t_pipe_read(rd, &peer, sizeof(peer)))
 		return 4;
 	t_accept_blob(ep, peer.blob, peer.blob_len);
 	xwrite(wr, "r", 1);
@@ -99,7 +87,7 @@ static int stream_child(int rd, int wr)
 	if (rc)
 		fprintf(stderr, "stream child: check %d failed\n", rc);
 	xwrite(wr, rc ? "f" : "d", 1);
-	if (xread(rd, &c, 1))
+	if (t_pipe_read(rd, &c, 1))
 		return 6;
 	t_close(&B);
 	return rc;
@@ -141,7 +129,7 @@ static int child_main(int rd, int wr, bool linger)
 	me.pool_key = kp;
 	me.heap_key = kh;
 	xwrite(wr, &me, sizeof(me));
-	if (xread(rd, &peer, sizeof(peer)))
+	if (t_pipe_read(rd, &peer, sizeof(peer)))
 		return 4;
 	t_accept_blob(ep, peer.blob, peer.blob_len);
 	xwrite(wr, "r", 1);
@@ -163,7 +151,7 @@ static int child_main(int rd, int wr, bool linger)
 	if (rpool[100] || rheap[100])
 		return 31;
 	/* Wait for the peer's RDMA, then check what it wrote. */
-	if (xread(rd, &go, 1))
+	if (t_pipe_read(rd, &go, 1))
 		return 5;
 	for (int i = 0; i < BUF; i++) {
 		char want_p = i >= 64 && i < 64 + 512 ? 'w' : 'P';
@@ -172,32 +160,22 @@ static int child_main(int rd, int wr, bool linger)
 			return 40;
 	}
 	xwrite(wr, "d", 1);
-	if (xread(rd, &go, 1))  /* peer done: close */
+	if (t_pipe_read(rd, &go, 1))  /* peer done: close */
 		return 6;
 	t_close(&B);
 	return 0;
 }
 
+/* The child of each test: @mode 0 receives and checks, 1 lingers to be
+ * killed, 2 streams. */
+static int child_run(int rd, int wr, int mode)
+{
+	return mode == 2 ? stream_child(rd, wr) : child_main(rd, wr, mode == 1);
+}
+
 static pid_t spawn(int *rd, int *wr, int mode)
 {
-	int p2c[2], c2p[2];
-	pid_t pid;
-
-	cr_assert_eq(pipe(p2c), 0);
-	cr_assert_eq(pipe(c2p), 0);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(mode == 2 ? stream_child(p2c[0], c2p[1])
-				: child_main(p2c[0], c2p[1], mode == 1));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
-	*rd = c2p[0];
-	*wr = p2c[1];
-	return pid;
+	return t_fork_peer(child_run, mode, rd, wr);
 }
 
 static void connect_child(struct side *A, DAT_EP_HANDLE ep, int rd, int wr, struct info *peer)
@@ -205,11 +183,11 @@ static void connect_child(struct side *A, DAT_EP_HANDLE ep, int rd, int wr, stru
 	struct info me = { 0 };
 	char c;
 
-	cr_assert_eq(xread(rd, peer, sizeof(*peer)), 0, "child died during setup");
+	cr_assert_eq(t_pipe_read(rd, peer, sizeof(*peer)), 0, "child died during setup");
 	me.blob_len = t_blob(ep, me.blob);
 	t_accept_blob(ep, peer->blob, peer->blob_len);
 	xwrite(wr, &me, sizeof(me));
-	cr_assert_eq(xread(rd, &c, 1), 0);
+	cr_assert_eq(t_pipe_read(rd, &c, 1), 0);
 	(void)A;
 }
 
@@ -277,7 +255,7 @@ Test(shm_proc, send_and_rdma_across_processes)
 	cr_assert_eq(dat_ep_post_rdma_write(ep, 1, &l, t_cookie(7), &r, 0), DAT_SUCCESS);
 	t_expect(A.req, ep, 7, DAT_DTO_ERR_REMOTE_ACCESS, DAT_DTO_RDMA_WRITE, 0);
 	xwrite(wr, "g", 1);
-	cr_assert_eq(xread(rd, &c, 1), 0, "child failed its checks");
+	cr_assert_eq(t_pipe_read(rd, &c, 1), 0, "child failed its checks");
 	xwrite(wr, "q", 1);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
@@ -379,7 +357,7 @@ Test(shm_proc, stream_with_small_receive_queue)
 			inflight--;
 		}
 	}
-	cr_assert_eq(xread(rd, &c, 1), 0);
+	cr_assert_eq(t_pipe_read(rd, &c, 1), 0);
 	xwrite(wr, "q", 1);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);

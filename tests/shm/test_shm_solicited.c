@@ -194,23 +194,9 @@ struct blob_msg {
 	size_t len;
 };
 
-static int xfer(int fd, void *p, size_t n, bool out)
-{
-	size_t done = 0;
-
-	while (done < n) {
-		ssize_t r = out ? write(fd, (char *)p + done, n - done)
-				: read(fd, (char *)p + done, n - done);
-		if (r <= 0)
-			return -1;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 /* Receiver: a solicited-wait EP, two receives (heap memory, reached by
  * cross-memory attach), then dat_evd_wait; reports each cookie it gets. */
-static int child_main(int rd, int wr)
+static int child_main(int rd, int wr, int unused)
 {
 	struct side C;
 	struct blob_msg me, peer;
@@ -236,20 +222,20 @@ static int child_main(int rd, int wr)
 			return 3;
 	}
 	me.len = t_blob(ep, me.blob);
-	if (xfer(wr, &me, sizeof(me), true) || xfer(rd, &peer, sizeof(peer), false))
+	if (t_pipe_write(wr, &me, sizeof(me)) || t_pipe_read(rd, &peer, sizeof(peer)))
 		return 4;
 	t_accept_blob(ep, peer.blob, peer.len);
-	if (xfer(wr, "r", 1, true))
+	if (t_pipe_write(wr, "r", 1))
 		return 5;
 	for (int i = 0; i < 2; i++) {
 		if (dat_evd_wait(C.rcv, 10 * 1000 * 1000, 1, &ev, &more) != DAT_SUCCESS ||
 		    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
 			return 6;
 		c = (char)('0' + ev.event_data.dto_completion_event_data.user_cookie.as_64);
-		if (xfer(wr, &c, 1, true))
+		if (t_pipe_write(wr, &c, 1))
 			return 7;
 	}
-	if (xfer(rd, &c, 1, false))  /* the parent is done: close */
+	if (t_pipe_read(rd, &c, 1))  /* the parent is done: close */
 		return 8;
 	t_close(&C);
 	return 0;
@@ -264,44 +250,33 @@ static bool readable_within(int fd, int ms)
 
 Test(shm_solicited, across_processes)
 {
-	int p2c[2], c2p[2], status;
+	int rd, wr, status;
 	struct blob_msg me, peer;
-	pid_t pid;
+	pid_t pid = t_fork_peer(child_main, 0, &rd, &wr);
 	char c;
 
-	cr_assert_eq(pipe(p2c), 0);
-	cr_assert_eq(pipe(c2p), 0);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(child_main(p2c[0], c2p[1]));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
 	t_open(&A);
 	ea = t_ep(&A, NULL);
 	t_reg(&A, NULL, src, sizeof(src), DAT_MEM_PRIV_ALL_FLAG, &ka);
 	snprintf(src[0], LEN, "plain");
 	snprintf(src[1], LEN, "solicited");
 	me.len = t_blob(ea, me.blob);
-	cr_assert_eq(xfer(c2p[0], &peer, sizeof(peer), false), 0, "child died during setup");
-	cr_assert_eq(xfer(p2c[1], &me, sizeof(me), true), 0);
+	cr_assert_eq(t_pipe_read(rd, &peer, sizeof(peer)), 0, "child died during setup");
+	cr_assert_eq(t_pipe_write(wr, &me, sizeof(me)), 0);
 	t_accept_blob(ea, peer.blob, peer.len);
-	cr_assert_eq(xfer(c2p[0], &c, 1, false), 0);
+	cr_assert_eq(t_pipe_read(rd, &c, 1), 0);
 	usleep(100 * 1000);  /* the child arms and sleeps */
 
 	send_msg(0, DAT_COMPLETION_DEFAULT_FLAG);
-	cr_assert_not(readable_within(c2p[0], 400), "a plain receive woke the solicited waiter");
+	cr_assert_not(readable_within(rd, 400), "a plain receive woke the solicited waiter");
 	send_msg(1, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
-	cr_assert(readable_within(c2p[0], 3000), "a solicited receive did not wake the waiter");
+	cr_assert(readable_within(rd, 3000), "a solicited receive did not wake the waiter");
 	/* In order: the plain receive first, then the solicited one. */
-	cr_assert_eq(xfer(c2p[0], &c, 1, false), 0);
+	cr_assert_eq(t_pipe_read(rd, &c, 1), 0);
 	cr_assert_eq(c, '0');
-	cr_assert_eq(xfer(c2p[0], &c, 1, false), 0);
+	cr_assert_eq(t_pipe_read(rd, &c, 1), 0);
 	cr_assert_eq(c, '1');
-	cr_assert_eq(xfer(p2c[1], "q", 1, true), 0);
+	cr_assert_eq(t_pipe_write(wr, "q", 1), 0);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
 	t_close(&A);

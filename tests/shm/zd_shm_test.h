@@ -9,10 +9,12 @@
 
 #include <criterion/criterion.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/types.h>
 #include <dat2/udat.h>
 
 #include "core/zd_ep.h"
@@ -179,6 +181,63 @@ static inline void t_expect(DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, uint64_t cooki
 static inline void t_close(struct side *s)
 {
 	cr_assert_eq(dat_ia_close(s->ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
+
+/*
+ * Two-process tests: the test process forks a peer and the two talk over a
+ * pair of pipes (QP blobs, addresses and keys, one-byte go/done signals).
+ * The peer returns an exit code rather than asserting: a failed assertion
+ * in a forked child would be reported as the test's own.
+ */
+
+/* Moves exactly @n bytes through @fd (a pipe may split them); -1 if the
+ * other end closed or the call failed. */
+static inline int t_pipe_xfer(int fd, void *p, size_t n, bool out)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = out ? write(fd, (char *)p + done, n - done)
+				: read(fd, (char *)p + done, n - done);
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static inline int t_pipe_read(int fd, void *p, size_t n)
+{
+	return t_pipe_xfer(fd, p, n, false);
+}
+
+static inline int t_pipe_write(int fd, const void *p, size_t n)
+{
+	return t_pipe_xfer(fd, (void *)p, n, true);
+}
+
+/* Forks a peer that exits with @peer_main(its read end, its write end,
+ * @arg); the test's ends go to *@rd and *@wr. */
+static inline pid_t t_fork_peer(int (*peer_main)(int rd, int wr, int arg), int arg,
+				int *rd, int *wr)
+{
+	int p2c[2], c2p[2];
+	pid_t pid;
+
+	cr_assert_eq(pipe(p2c), 0);
+	cr_assert_eq(pipe(c2p), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(peer_main(p2c[0], c2p[1], arg));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	*rd = c2p[0];
+	*wr = p2c[1];
+	return pid;
 }
 
 #endif
