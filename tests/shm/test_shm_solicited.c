@@ -61,6 +61,15 @@ static bool wait_returns_within(struct waiter *w, int ms)
 	return atomic_load(&w->done);
 }
 
+/* The waiter must be woken (within 3 s) and its dat_evd_wait succeed;
+ * @fail says what did not wake it. */
+static void wait_woken(struct waiter *w, const char *fail)
+{
+	cr_assert(wait_returns_within(w, 3000), "%s", fail);
+	pthread_join(w->th, NULL);
+	cr_assert_eq(w->ret, DAT_SUCCESS);
+}
+
 /* B's EP asks for solicited wait (@solicited) before it connects. */
 static void setup(bool solicited)
 {
@@ -95,6 +104,16 @@ static void send_msg(int i, DAT_COMPLETION_FLAGS flags)
 	t_expect(A.req, ea, 100 + (uint64_t)i, DAT_DTO_SUCCESS, DAT_DTO_SEND, LEN);
 }
 
+/* B's receive EVD is configured @want (solicited or threshold; the three
+ * configuration values share two bits of the state). */
+static void expect_rcv_config(DAT_EVD_STATE want)
+{
+	DAT_EVD_PARAM p;
+
+	cr_assert_eq(dat_evd_query(B.rcv, DAT_EVD_FIELD_EVD_STATE, &p), DAT_SUCCESS);
+	cr_assert_eq(p.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, want);
+}
+
 static void teardown(void)
 {
 	t_close(&A);
@@ -104,19 +123,15 @@ static void teardown(void)
 Test(shm_solicited, plain_receive_does_not_wake_solicited_does)
 {
 	struct waiter w;
-	DAT_EVD_PARAM ep;
 
 	setup(true);
-	cr_assert_eq(dat_evd_query(B.rcv, DAT_EVD_FIELD_EVD_STATE, &ep), DAT_SUCCESS);
-	cr_assert_eq(ep.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, DAT_EVD_STATE_CONFIG_SOLICITED);
+	expect_rcv_config(DAT_EVD_STATE_CONFIG_SOLICITED);
 
 	wait_start(&w, B.rcv);
 	send_msg(0, DAT_COMPLETION_DEFAULT_FLAG);
 	cr_assert_not(wait_returns_within(&w, 400), "a plain receive woke a solicited waiter");
 	send_msg(1, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
-	cr_assert(wait_returns_within(&w, 3000), "a solicited receive did not wake the waiter");
-	pthread_join(w.th, NULL);
-	cr_assert_eq(w.ret, DAT_SUCCESS);
+	wait_woken(&w, "a solicited receive did not wake the waiter");
 	/* Completions stay in order: the plain receive comes first. */
 	cr_assert_eq(w.ev.event_number, DAT_DTO_COMPLETION_EVENT);
 	cr_assert_eq(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0);
@@ -145,9 +160,7 @@ Test(shm_solicited, error_wakes_solicited_waiter)
 	wait_start(&w, B.rcv);
 	/* The connection breaks: the posted receives complete flushed. */
 	t_flush(eb);
-	cr_assert(wait_returns_within(&w, 3000), "a flushed receive did not wake the waiter");
-	pthread_join(w.th, NULL);
-	cr_assert_eq(w.ret, DAT_SUCCESS);
+	wait_woken(&w, "a flushed receive did not wake the waiter");
 	cr_assert_eq(w.ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
 	teardown();
 }
@@ -155,17 +168,12 @@ Test(shm_solicited, error_wakes_solicited_waiter)
 Test(shm_solicited, without_the_attribute_every_receive_wakes)
 {
 	struct waiter w;
-	DAT_EVD_PARAM ep;
 
 	setup(false);
-	cr_assert_eq(dat_evd_query(B.rcv, DAT_EVD_FIELD_EVD_STATE, &ep), DAT_SUCCESS);
-	/* The three configuration values share two bits. */
-	cr_assert_eq(ep.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, DAT_EVD_STATE_CONFIG_THRESHOLD);
+	expect_rcv_config(DAT_EVD_STATE_CONFIG_THRESHOLD);
 	wait_start(&w, B.rcv);
 	send_msg(0, DAT_COMPLETION_DEFAULT_FLAG);
-	cr_assert(wait_returns_within(&w, 3000), "a plain receive did not wake a plain waiter");
-	pthread_join(w.th, NULL);
-	cr_assert_eq(w.ret, DAT_SUCCESS);
+	wait_woken(&w, "a plain receive did not wake a plain waiter");
 	cr_assert_eq(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0);
 	teardown();
 }
