@@ -95,6 +95,16 @@ static inline DAT_EP_HANDLE node_ep(struct node *n)
 	return ep;
 }
 
+/* A server and a client node (shm), one EP each. */
+static inline void node_pair_open(struct node *srv, DAT_EP_HANDLE *sep, struct node *cli,
+				  DAT_EP_HANDLE *cep)
+{
+	node_open(srv);
+	node_open(cli);
+	*sep = node_ep(srv);
+	*cep = node_ep(cli);
+}
+
 static inline void node_close(struct node *n)
 {
 	CHK_RET(dat_ia_close(n->ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
@@ -136,6 +146,15 @@ static inline DAT_IA_ADDRESS_PTR loopback(struct sockaddr_in *sa)
 	sa->sin_family = AF_INET;
 	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	return (DAT_IA_ADDRESS_PTR)sa;
+}
+
+/* dat_ep_connect of @ep to @port on this host, no private data. */
+static inline DAT_RETURN connect_loopback(DAT_EP_HANDLE ep, DAT_CONN_QUAL port, DAT_TIMEOUT us)
+{
+	struct sockaddr_in sa;
+
+	return dat_ep_connect(ep, loopback(&sa), port, us, 0, NULL, DAT_QOS_BEST_EFFORT,
+			      DAT_CONNECT_DEFAULT_FLAG);
 }
 
 /* A port nobody listens on (right now). */
@@ -213,6 +232,18 @@ static inline uint32_t msg_recv(int fd, int ms)
 	CHK(poll(&p, 1, ms) == 1);
 	CHK(read(fd, &v, sizeof(v)) == sizeof(v));
 	return v;
+}
+
+/* Server: listens on a fresh port of @n (consumer PSP @psp) and tells the
+ * client on @fd which. */
+static inline DAT_CONN_QUAL node_listen(struct node *n, int fd, DAT_PSP_HANDLE *psp)
+{
+	DAT_CONN_QUAL port;
+
+	CHK_RET(dat_psp_create_any(n->ia, &port, n->cr_evd, DAT_PSP_CONSUMER_FLAG, psp),
+		DAT_SUCCESS);
+	msg_send(fd, (uint32_t)port);
+	return port;
 }
 
 /* ---- raw sockets ---- */

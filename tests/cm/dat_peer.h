@@ -115,11 +115,8 @@ static inline void peer_ep(struct peer *p, DAT_EP_HANDLE *ep, int with_srq)
 /* Server: listen on a fresh port and tell the client which. */
 static inline DAT_CONN_QUAL server_listen(struct peer *p, int fd)
 {
-	DAT_CONN_QUAL port;
+	DAT_CONN_QUAL port = node_listen(&p->n, fd, &p->psp);
 
-	CHK_RET(dat_psp_create_any(p->n.ia, &port, p->n.cr_evd, DAT_PSP_CONSUMER_FLAG, &p->psp),
-		DAT_SUCCESS);
-	msg_send(fd, (uint32_t)port);
 	p->port = (uint32_t)port;
 	return port;
 }
@@ -136,11 +133,7 @@ static inline void server_accept(struct peer *p, DAT_EP_HANDLE ep)
 
 static inline void client_connect(struct peer *p, DAT_EP_HANDLE ep, uint32_t port)
 {
-	struct sockaddr_in sa;
-
-	CHK_RET(dat_ep_connect(ep, loopback(&sa), port, 10 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(ep, port, 10 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(p->n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 }
 

@@ -26,9 +26,7 @@ static int server_accept_max(int fd, void *arg)
 	(void)arg;
 	node_open(&n);
 	ep = node_ep(&n);
-	CHK_RET(dat_psp_create_any(n.ia, &port, n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
-		DAT_SUCCESS);
-	msg_send(fd, (uint32_t)port);
+	port = node_listen(&n, fd, &psp);
 	CHK(wait_ev(n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK(ev.event_data.cr_arrival_event_data.sp_handle.psp_handle == psp);
 	CHK(ev.event_data.cr_arrival_event_data.conn_qual == port);
@@ -135,12 +133,9 @@ static void pair_open(struct pair *p)
 
 static DAT_CR_HANDLE pair_request(struct pair *p, DAT_TIMEOUT timeout)
 {
-	struct sockaddr_in sa;
 	DAT_EVENT ev;
 
-	CHK_RET(dat_ep_connect(p->cep, loopback(&sa), p->port, timeout, 0, NULL,
-			       DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(p->cep, p->port, timeout), DAT_SUCCESS);
 	CHK(ep_state(p->cep) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
 	CHK(wait_ev(p->srv.cr_evd, 5 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	return ev.event_data.cr_arrival_event_data.cr_handle;
@@ -193,7 +188,6 @@ Test(cm_connect, reject_with_private_data_gives_peer_rejected)
 Test(cm_connect, no_listener_is_non_peer_rejected_after_the_timeout)
 {
 	struct node n;
-	struct sockaddr_in sa;
 	DAT_EP_HANDLE ep;
 	uint64_t t0;
 	uint16_t port = free_port();
@@ -201,9 +195,7 @@ Test(cm_connect, no_listener_is_non_peer_rejected_after_the_timeout)
 	node_open(&n);
 	ep = node_ep(&n);
 	t0 = now_ms();
-	CHK_RET(dat_ep_connect(ep, loopback(&sa), port, 400000, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(ep, port, 400000), DAT_SUCCESS);
 	CHK(wait_ev(n.conn_evd, 5 * SEC, NULL) == DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 	/* Retried until the timeout (the listener might have come late). */
 	cr_assert_geq(now_ms() - t0, 350);
@@ -215,19 +207,13 @@ Test(cm_connect, no_listener_is_non_peer_rejected_after_the_timeout)
 Test(cm_connect, connect_before_the_psp_exists_is_retried)
 {
 	struct node srv, cli;
-	struct sockaddr_in sa;
 	DAT_PSP_HANDLE psp;
 	DAT_EP_HANDLE sep, cep;
 	DAT_EVENT ev;
 	uint16_t port = free_port();
 
-	node_open(&srv);
-	node_open(&cli);
-	sep = node_ep(&srv);
-	cep = node_ep(&cli);
-	CHK_RET(dat_ep_connect(cep, loopback(&sa), port, 5 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	node_pair_open(&srv, &sep, &cli, &cep);
+	CHK_RET(connect_loopback(cep, port, 5 * SEC), DAT_SUCCESS);
 	usleep(300000);
 	CHK(wait_ev(cli.conn_evd, 0, NULL) == 0);  /* still pending */
 	CHK_RET(dat_psp_create(srv.ia, port, srv.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
@@ -353,16 +339,13 @@ Test(cm_connect, ep_free_while_connected_disconnects_the_peer)
 static int peer_connects_then_sleeps(int fd, void *arg)
 {
 	struct node n;
-	struct sockaddr_in sa;
 	DAT_EP_HANDLE ep;
 	uint32_t port = msg_recv(fd, 10000);
 
 	(void)arg;
 	node_open(&n);
 	ep = node_ep(&n);
-	CHK_RET(dat_ep_connect(ep, loopback(&sa), port, 10 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(ep, port, 10 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 	msg_send(fd, 1);
 	pause();
@@ -373,7 +356,6 @@ Test(cm_connect, killed_peer_is_broken_within_a_second)
 {
 	struct node n;
 	DAT_PSP_HANDLE psp;
-	DAT_CONN_QUAL port;
 	DAT_EP_HANDLE ep;
 	DAT_EVENT ev;
 	DAT_EVENT_NUMBER got;
@@ -383,9 +365,7 @@ Test(cm_connect, killed_peer_is_broken_within_a_second)
 
 	node_open(&n);
 	ep = node_ep(&n);
-	CHK_RET(dat_psp_create_any(n.ia, &port, n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
-		DAT_SUCCESS);
-	msg_send(fd, (uint32_t)port);
+	node_listen(&n, fd, &psp);
 	CHK(wait_ev(n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL),
 		DAT_SUCCESS);
@@ -434,7 +414,6 @@ Test(cm_connect, psp_conn_qual_in_use_and_create_any)
 Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 {
 	struct node srv, cli;
-	struct sockaddr_in sa;
 	DAT_RSP_HANDLE rsp;
 	DAT_RSP_PARAM rp;
 	DAT_EP_HANDLE sep, cep, other;
@@ -443,11 +422,8 @@ Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 	DAT_CR_HANDLE cr;
 	uint16_t port = free_port();
 
-	node_open(&srv);
-	node_open(&cli);
-	sep = node_ep(&srv);
+	node_pair_open(&srv, &sep, &cli, &cep);
 	other = node_ep(&srv);
-	cep = node_ep(&cli);
 	CHK_RET(dat_rsp_create(srv.ia, port, sep, srv.cr_evd, &rsp), DAT_SUCCESS);
 	CHK(ep_state(sep) == DAT_EP_STATE_RESERVED);
 	CHK_RET(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &rp), DAT_SUCCESS);
@@ -460,9 +436,7 @@ Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 	CHK(ep_state(sep) == DAT_EP_STATE_UNCONNECTED);
 	CHK_RET(dat_rsp_create(srv.ia, port, sep, srv.cr_evd, &rsp), DAT_SUCCESS);
 
-	CHK_RET(dat_ep_connect(cep, loopback(&sa), port, 5 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(cep, port, 5 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(srv.cr_evd, 5 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	/* The event names the RSP, which is used up but stays valid until
 	 * dat_rsp_free, as with the reference provider (dapltest -T T -r
@@ -484,9 +458,7 @@ Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 	CHK(ep_state(sep) == DAT_EP_STATE_CONNECTED);
 	/* Single use: a second request to the port finds nobody. */
 	other = node_ep(&cli);
-	CHK_RET(dat_ep_connect(other, loopback(&sa), port, SEC / 2, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(other, port, SEC / 2), DAT_SUCCESS);
 	CHK(wait_ev(cli.conn_evd, 5 * SEC, NULL) != DAT_CONNECTION_EVENT_ESTABLISHED);
 	/* Freeing the used RSP leaves the connection alone. */
 	CHK_RET(dat_rsp_free(rsp), DAT_SUCCESS);
@@ -499,7 +471,6 @@ Test(cm_connect, rsp_reserves_its_ep_and_goes_with_the_request)
 Test(cm_connect, provider_psp_creates_the_ep)
 {
 	struct node srv, cli;
-	struct sockaddr_in sa;
 	DAT_PSP_HANDLE psp;
 	DAT_CONN_QUAL port;
 	DAT_EP_HANDLE cep, pep;
@@ -513,9 +484,7 @@ Test(cm_connect, provider_psp_creates_the_ep)
 	CHK_RET(dat_psp_create_any(srv.ia, &port, srv.cr_evd, DAT_PSP_PROVIDER_FLAG, &psp),
 		DAT_SUCCESS);
 	for (int round = 0; round < 2; round++) {
-		CHK_RET(dat_ep_connect(cep, loopback(&sa), port, 5 * SEC, 0, NULL,
-				       DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-			DAT_SUCCESS);
+		CHK_RET(connect_loopback(cep, port, 5 * SEC), DAT_SUCCESS);
 		CHK(wait_ev(srv.cr_evd, 5 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 		CHK_RET(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle,
 				     DAT_CR_FIELD_ALL, &crp),
@@ -590,7 +559,6 @@ Test(cm_connect, ia_close_abrupt_with_live_connections)
 	struct pair p;
 	DAT_RSP_HANDLE rsp;
 	DAT_EP_HANDLE rep, cep2;
-	struct sockaddr_in sa;
 	DAT_EVENT_NUMBER got;
 	uint16_t rport = free_port();
 
@@ -600,9 +568,7 @@ Test(cm_connect, ia_close_abrupt_with_live_connections)
 	CHK_RET(dat_rsp_create(p.srv.ia, rport, rep, p.srv.cr_evd, &rsp), DAT_SUCCESS);
 	/* A CR left pending too. */
 	cep2 = node_ep(&p.cli);
-	CHK_RET(dat_ep_connect(cep2, loopback(&sa), p.port, 5 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(cep2, p.port, 5 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(p.srv.cr_evd, 5 * SEC, NULL) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_ia_close(p.srv.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 	/* The client sees both of its connections end. */

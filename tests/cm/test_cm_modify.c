@@ -153,21 +153,15 @@ Test(cm_modify, unconnected_values_and_atomicity)
 Test(cm_modify, reserved_passive_and_connected_states)
 {
 	struct node srv, cli;
-	struct sockaddr_in sa;
 	DAT_RSP_HANDLE rsp;
 	DAT_EP_HANDLE sep, cep;
 	DAT_EVENT ev;
 	uint16_t port = free_port();
 
-	node_open(&srv);
-	node_open(&cli);
-	sep = node_ep(&srv);
-	cep = node_ep(&cli);
+	node_pair_open(&srv, &sep, &cli, &cep);
 	CHK_RET(dat_rsp_create(srv.ia, port, sep, srv.cr_evd, &rsp), DAT_SUCCESS);
 	check_rules(sep, DAT_EP_STATE_RESERVED, srv.pz);
-	CHK_RET(dat_ep_connect(cep, loopback(&sa), port, 5 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(cep, port, 5 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(srv.cr_evd, 5 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	check_rules(sep, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING, srv.pz);
 	check_rules(cep, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING, cli.pz);
@@ -184,8 +178,7 @@ Test(cm_modify, reserved_passive_and_connected_states)
 	check_rules(sep, DAT_EP_STATE_DISCONNECTED, srv.pz);
 	check_rules(cep, DAT_EP_STATE_DISCONNECTED, cli.pz);
 	/* Wrong-state calls name the state. */
-	CHK_RET(dat_ep_connect(cep, loopback(&sa), port, SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
+	CHK_RET(connect_loopback(cep, port, SEC),
 		ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED));
 	CHK_RET(dat_ep_reset(cep), DAT_SUCCESS);
 	check_rules(cep, DAT_EP_STATE_UNCONNECTED, cli.pz);
@@ -196,7 +189,6 @@ Test(cm_modify, reserved_passive_and_connected_states)
 Test(cm_modify, tentative_state_of_a_provider_ep)
 {
 	struct node srv, cli;
-	struct sockaddr_in sa;
 	DAT_PSP_HANDLE psp;
 	DAT_CONN_QUAL port;
 	DAT_CR_PARAM crp;
@@ -206,9 +198,7 @@ Test(cm_modify, tentative_state_of_a_provider_ep)
 	node_open(&cli);
 	CHK_RET(dat_psp_create_any(srv.ia, &port, srv.cr_evd, DAT_PSP_PROVIDER_FLAG, &psp),
 		DAT_SUCCESS);
-	CHK_RET(dat_ep_connect(node_ep(&cli), loopback(&sa), port, 5 * SEC, 0, NULL,
-			       DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(node_ep(&cli), port, 5 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(srv.cr_evd, 5 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp),
 		DAT_SUCCESS);

@@ -128,12 +128,9 @@ static void peer_free(struct peer *p)
 /* Connects server @s (parent) or client @c (child) and swaps buffers. */
 static void server_connect(struct peer *p, int fd)
 {
-	DAT_CONN_QUAL port;
 	DAT_EVENT ev;
 
-	CHK_RET(dat_psp_create_any(p->n.ia, &port, p->n.cr_evd, DAT_PSP_CONSUMER_FLAG, &p->psp),
-		DAT_SUCCESS);
-	msg_send(fd, (uint32_t)port);
+	node_listen(&p->n, fd, &p->psp);
 	CHK(wait_ev(p->n.cr_evd, 20 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p->ep, 0, NULL),
 		DAT_SUCCESS);
@@ -142,12 +139,9 @@ static void server_connect(struct peer *p, int fd)
 
 static void client_connect(struct peer *p, int fd)
 {
-	struct sockaddr_in sa;
 	uint32_t port = msg_recv(fd, 20000);
 
-	CHK_RET(dat_ep_connect(p->ep, loopback(&sa), port, 20 * SEC, 0, NULL,
-			       DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
+	CHK_RET(connect_loopback(p->ep, port, 20 * SEC), DAT_SUCCESS);
 	CHK(wait_ev(p->n.conn_evd, 20 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 }
 
