@@ -66,6 +66,18 @@ static inline void sqenv_init(struct sqenv *e, uint32_t wqe_cnt, uint32_t bf_siz
 	e->sqp = &e->sq;
 }
 
+/* Makes zeroed @qp @ep's device QP, posting through a copy of @e's SQ
+ * (which @e then checks), with no message size limit in the way. */
+static inline void sqenv_attach_qp(struct sqenv *e, struct zd_mlx5_qp *qp, struct zd_ep *ep)
+{
+	memset(qp, 0, sizeof(*qp));
+	memcpy(&qp->sq, &e->sq, sizeof(qp->sq));
+	e->sqp = &qp->sq;
+	qp->ep = ep;
+	qp->max_msg = 1u << 30;
+	ep->dev_priv = qp;
+}
+
 static inline void sqenv_fini(struct sqenv *e)
 {
 	zd_mlx5_sq_fini(&e->sq);

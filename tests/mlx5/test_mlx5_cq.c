@@ -143,23 +143,11 @@ Test(mlx5, arm_doorbell_words)
 
 /* ---- the device's cq_poll over hand-built CQEs ---- */
 
-
 /* The device writes into the CQ object's copy of the geometry. */
 static void cqe(struct pollenv *p, uint8_t op, uint32_t qpn, uint16_t ctr, uint32_t len,
 		uint8_t syn)
 {
 	hw_cqe(&p->ce, op, qpn, ctr, len, syn, 0);
-}
-
-static DAT_DTO_COMPLETION_EVENT_DATA next_event(struct pollenv *p)
-{
-	DAT_EVENT ev;
-
-	cr_assert(zd_ring_dequeue(p->evd->ring, &ev), "an event expected");
-	cr_assert_eq(ev.event_number, DAT_DTO_COMPLETION_EVENT);
-	cr_assert_eq(ev.evd_handle, p->evd);
-	cr_assert_eq(ev.event_data.dto_completion_event_data.ep_handle, p->ep);
-	return ev.event_data.dto_completion_event_data;
 }
 
 static DAT_LMR_TRIPLET one = { .virtual_address = 0x1000, .segment_length = 100,
@@ -184,12 +172,12 @@ Test(mlx5, poll_requester_cookies_and_unsignaled)
 	cqe(&p, MLX5_CQE_REQ, QPN, 1, 0, 0);
 	cqe(&p, MLX5_CQE_REQ, QPN, 2, 0, 0);
 	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 16), 2);
-	d = next_event(&p);
+	d = pollenv_next_event(&p);
 	cr_assert_eq(d.user_cookie.as_64, 101);
 	cr_assert_eq(d.operation, DAT_DTO_RDMA_WRITE);
 	cr_assert_eq(d.status, DAT_DTO_SUCCESS);
 	cr_assert_eq(d.transfered_length, 100);
-	d = next_event(&p);
+	d = pollenv_next_event(&p);
 	cr_assert_eq(d.user_cookie.as_64, 102);
 	cr_assert_eq(d.operation, DAT_DTO_RDMA_READ);
 	cr_assert_eq(atomic_load(&p.qp->sq.ci), 3, "all three WQEs retired");
@@ -215,14 +203,14 @@ Test(mlx5, poll_errors_unknown_qps_and_budget)
 	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 2, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 	/* budget 1: one event, the dropped CQE before it costs nothing */
 	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 1), 1);
-	d = next_event(&p);
+	d = pollenv_next_event(&p);
 	cr_assert_eq(d.user_cookie.as_64, 200);
 	cr_assert_eq(d.status, DAT_DTO_ERR_LOCAL_PROTECTION);
 	cr_assert_eq(d.transfered_length, 0);
 	cr_assert_eq(p.cq->q.ci, 2);
 	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 16), 2);
-	cr_assert_eq(next_event(&p).status, DAT_DTO_ERR_FLUSHED);
-	d = next_event(&p);
+	cr_assert_eq(pollenv_next_event(&p).status, DAT_DTO_ERR_FLUSHED);
+	d = pollenv_next_event(&p);
 	cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
 	cr_assert_eq(d.user_cookie.as_64, 202);
 	cr_assert_eq(atomic_load(&p.qp->sq.ci), 3);
@@ -252,7 +240,7 @@ Test(mlx5, poll_receives_in_order_with_owner_wrap)
 		cqe(&p, MLX5_CQE_RESP_ERR, QPN, 3, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 		cr_assert_eq(zd_mlx5_cq_poll(p.evd, 64), 4);
 		for (uint32_t i = 0; i < 4; i++) {
-			DAT_DTO_COMPLETION_EVENT_DATA d = next_event(&p);
+			DAT_DTO_COMPLETION_EVENT_DATA d = pollenv_next_event(&p);
 
 			cr_assert_eq(d.user_cookie.as_64, round * 4 + i);
 			cr_assert_eq(d.operation, DAT_DTO_RECEIVE);

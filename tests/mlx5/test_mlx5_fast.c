@@ -69,12 +69,7 @@ static void fast_vs_general(uint8_t opcode, uint32_t max_inline, uint32_t bf_siz
 		data[i] = (uint8_t)(i * 13 + 5);
 	sqenv_init(&a, 4, bf_size, max_inline);
 	sqenv_init(&b, 4, bf_size, max_inline);
-	memset(qp, 0, sizeof(*qp));
-	memcpy(&qp->sq, &a.sq, sizeof(qp->sq));
-	a.sqp = &qp->sq;
-	qp->ep = ep;
-	qp->max_msg = 1u << 30;
-	ep->dev_priv = qp;
+	sqenv_attach_qp(&a, qp, ep);
 	test_trust_lkey(qp, 0x4242);
 
 	for (size_t f = 0; f < ZD_ARRAY_SIZE(flagsets); f++) {
@@ -166,12 +161,7 @@ Test(mlx5, fast_post_full_sq_refused)
 
 	cr_assert(qp && ep);
 	sqenv_init(&e, 4, 64, 64);
-	memset(qp, 0, sizeof(*qp));
-	memcpy(&qp->sq, &e.sq, sizeof(qp->sq));
-	e.sqp = &qp->sq;
-	qp->ep = ep;
-	qp->max_msg = 1u << 30;
-	ep->dev_priv = qp;
+	sqenv_attach_qp(&e, qp, ep);
 	test_trust_lkey(qp, 1);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(zd_mlx5_post_rdma_write(ep, 1, &iov, (DAT_DTO_COOKIE){ .as_64 = 1 },
@@ -192,18 +182,6 @@ Test(mlx5, fast_post_full_sq_refused)
 }
 
 /* ---- cq_poll: the one-CQE path and the general loop ---- */
-
-
-static DAT_DTO_COMPLETION_EVENT_DATA ev_next(struct pollenv *p)
-{
-	DAT_EVENT ev;
-
-	cr_assert(zd_ring_dequeue(p->evd->ring, &ev), "an event expected");
-	cr_assert_eq(ev.event_number, DAT_DTO_COMPLETION_EVENT);
-	cr_assert_eq(ev.evd_handle, p->evd);
-	cr_assert_eq(ev.event_data.dto_completion_event_data.ep_handle, p->ep);
-	return ev.event_data.dto_completion_event_data;
-}
 
 /*
  * One round: WQE 0 a signalled 8-byte write, 1 a suppressed send, 2 a
@@ -253,7 +231,7 @@ static void mixed_round(int budget, int slow_first)
 		cr_assert_eq(got, 3, "three events (the suppressed send and the unknown QP none)");
 		cr_assert_eq(zd_mlx5_cq_poll(p.evd, budget), 0, "CQ drained");
 		for (int i = 0; i < 3; i++) {
-			d = ev_next(&p);
+			d = pollenv_next_event(&p);
 			if (d.operation == DAT_DTO_RECEIVE) {
 				cr_assert_eq(i, slow_first ? 0 : 1);
 				cr_assert_eq(d.user_cookie.as_64, 20);

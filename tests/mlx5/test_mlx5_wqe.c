@@ -337,13 +337,8 @@ Test(mlx5, dat_posts_build_the_same_wqes)
 
 	fill_data();
 	cr_assert(qp && ep);
-	memset(qp, 0, sizeof(*qp));
 	sqenv_init(&e, 8, 256, 64);
-	memcpy(&qp->sq, &e.sq, sizeof(qp->sq));
-	e.sqp = &qp->sq;
-	qp->ep = ep;
-	qp->max_msg = 1u << 30;
-	ep->dev_priv = qp;
+	sqenv_attach_qp(&e, qp, ep);
 
 	for (size_t f = 0; f < sizeof(flagsets) / sizeof(flagsets[0]); f++) {
 		struct spec s = { .n = 1 };
