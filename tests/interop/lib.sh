@@ -57,6 +57,25 @@ interop_cleanup() {
 	rm -rf "$dir"
 }
 
+# Runs "$@" (after <name> <delay> <why>) up to 100 times, <delay> s apart,
+# until it succeeds; if server <name> dies or that runs out, prints <why>
+# and the server's output and exits 1.
+await_server() {
+	_aname=$1 _adelay=$2 _awhy=$3 _apid=
+	shift 3
+	eval "_apid=\$pid_$_aname"
+	_i=0
+	while ! "$@"; do
+		_i=$((_i + 1))
+		if [ $_i -gt 100 ] || ! kill -0 "$_apid" 2>/dev/null; then
+			echo "$_awhy:"
+			cat "$dir/$_aname"
+			exit 1
+		fi
+		sleep "$_adelay"
+	done
+}
+
 server_start() {
 	_name=$1 _pat=$2 _secs=$3
 	shift 3
@@ -64,16 +83,7 @@ server_start() {
 	_pid=$!
 	servers="$servers $_pid"
 	eval "pid_$_name=$_pid"
-	_i=0
-	while ! grep -Eq "$_pat" "$dir/$_name" 2>/dev/null; do
-		_i=$((_i + 1))
-		if [ $_i -gt 100 ] || ! kill -0 "$_pid" 2>/dev/null; then
-			echo "server '$*' did not come up:"
-			cat "$dir/$_name"
-			exit 1
-		fi
-		sleep 0.1
-	done
+	await_server "$_name" 0.1 "server '$*' did not come up" grep -Eqs "$_pat" "$dir/$_name"
 }
 
 server_wait() {
@@ -156,18 +166,12 @@ verdict() {
 	exit
 }
 
+listening() {
+	[ -n "$($srv_wrap ss -Hltn "sport = :$1" 2>/dev/null)" ]
+}
+
 wait_listen() {
-	eval "_pid=\$pid_$1"
-	_i=0
-	while [ -z "$($srv_wrap ss -Hltn "sport = :$2" 2>/dev/null)" ]; do
-		_i=$((_i + 1))
-		if [ $_i -gt 100 ] || ! kill -0 "$_pid" 2>/dev/null; then
-			echo "server $1 never listened on port $2:"
-			cat "$dir/$1"
-			exit 1
-		fi
-		sleep 0.05
-	done
+	await_server "$1" 0.05 "server $1 never listened on port $2" listening "$2"
 }
 
 free_port() {
