@@ -258,8 +258,6 @@ Test(shm_dto, completion_flags)
 	DAT_LMR_TRIPLET l;
 	DAT_RMR_TRIPLET r;
 	DAT_EP_HANDLE ua, ub;
-	DAT_EP_ATTR attr;
-	DAT_EP_PARAM p;
 
 	pair(NULL);
 	t_reg(&A, NULL, buf, sizeof(buf), DAT_MEM_PRIV_ALL_FLAG, &k);
@@ -278,10 +276,7 @@ Test(shm_dto, completion_flags)
 					    DAT_COMPLETION_UNSIGNALLED_FLAG), DAT_SUCCESS);
 	t_expect(A.req, ea, 3, DAT_DTO_SUCCESS, DAT_DTO_RDMA_WRITE, 8);
 	/* With it: no event on success. */
-	dat_ep_query(ea, DAT_EP_FIELD_ALL, &p);
-	attr = p.ep_attr;
-	attr.request_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
-	ua = t_ep(&A, &attr);
+	ua = t_ep_unsignalled(&A, ea);
 	ub = t_ep(&B, NULL);
 	t_connect(ua, ub);
 	cr_assert_eq(dat_ep_post_rdma_write(ua, 1, &l, t_cookie(4), &r,

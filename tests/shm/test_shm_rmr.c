@@ -280,8 +280,6 @@ Test(shm_rmr, bind_completion_order_and_flags)
 	DAT_RMR_CONTEXT ctx;
 	DAT_RMR_HANDLE rmr;
 	DAT_EP_HANDLE ub, ua;
-	DAT_EP_ATTR attr;
-	DAT_EP_PARAM p;
 
 	pair();
 	w = window();
@@ -302,10 +300,7 @@ Test(shm_rmr, bind_completion_order_and_flags)
 		     DAT_SUCCESS);
 	expect_bind(B.req, rmr, 79);
 	/* With it: none. */
-	dat_ep_query(eb, DAT_EP_FIELD_ALL, &p);
-	attr = p.ep_attr;
-	attr.request_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
-	ub = t_ep(&B, &attr);
+	ub = t_ep_unsignalled(&B, eb);
 	ua = t_ep(&A, NULL);
 	t_connect(ua, ub);
 	cr_assert_eq(dat_rmr_bind(rmr, ltgt, &w, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA,

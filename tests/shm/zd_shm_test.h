@@ -62,6 +62,19 @@ static inline DAT_EP_HANDLE t_ep(struct side *s, const DAT_EP_ATTR *attr)
 	return ep;
 }
 
+/* An EP on @s like @like, but with unsignalled request completions
+ * (DAT_COMPLETION_UNSIGNALLED_FLAG then suppresses success events). */
+static inline DAT_EP_HANDLE t_ep_unsignalled(struct side *s, DAT_EP_HANDLE like)
+{
+	DAT_EP_PARAM p;
+	DAT_EP_ATTR attr;
+
+	dat_ep_query(like, DAT_EP_FIELD_ALL, &p);
+	attr = p.ep_attr;
+	attr.request_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
+	return t_ep(s, &attr);
+}
+
 static inline struct zd_ep *t_zep(DAT_EP_HANDLE h)
 {
 	return (struct zd_ep *)h;
