@@ -23,7 +23,7 @@ size_t zd_ring_memsize(uint32_t capacity)
 	if (!zd_ring_valid_capacity(capacity))
 		return 0;
 	sz = sizeof(struct zd_ring) +
-	     (size_t)capacity * sizeof(struct zd_ring_slot);
+	     (size_t)capacity * (sizeof(struct zd_ring_slot) + ZD_RING_EXT_BYTES);
 	/* Whole line pairs (slots are single lines): the last slot shares no
 	 * prefetch pair with whatever follows, and aligned_alloc gets a
 	 * multiple of its alignment. */
@@ -47,8 +47,10 @@ int zd_ring_init(struct zd_ring *r, uint32_t capacity)
 	atomic_init(&r->tail, 0);
 	atomic_init(&r->head_cache, 0);
 	atomic_init(&r->head, 0);
-	/* The peek copy only ever receives the slot payload: its
-	 * event_extension_data stays zero from here. */
+	/* The peek copy's event_extension_data stays zero until an
+	 * extension event is peeked.  The extension lines are not touched:
+	 * only a producer of an extension event writes one, and only its
+	 * consumer reads it. */
 	memset(&r->peeked, 0, sizeof(r->peeked));
 	return 0;
 }

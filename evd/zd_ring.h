@@ -21,11 +21,15 @@
  *   read by the consumer, in order, and a producer's write has to invalidate
  *   the consumer's copy from the previous lap anyway.
  *
- *   event_extension_data is NOT carried: enqueue ignores it and every
- *   dequeued (or peeked) event has it all zero. zdapl posts no extension
- *   events; when it does, they need a wider slot variant (two lines, as
- *   before) rather than this ring. Everything else round-trips byte for
- *   byte, padding included.
+ *   Extension events (event_number >= DAT_EXTENSION_EVENT: the IB
+ *   extensions' immediate data, atomics, UD connections) also carry
+ *   event_extension_data, 64 more bytes, in a side array of one 64-byte
+ *   line per slot after the slot array (zd_ring__ext): the producer writes
+ *   it before publishing the slot, the consumer copies it out after seeing
+ *   the slot published, under the same seq pair. Other events never touch
+ *   that array (its pages stay untouched, so unbacked, until an extension
+ *   event uses them), and come out with event_extension_data all zero.
+ *   Everything round-trips byte for byte, padding included.
  *
  * Protocol
  *   Positions are free-running 64-bit counters (they never wrap); the slot of
@@ -89,6 +93,14 @@ extern "C" {
 /* Bytes of a DAT_EVENT a slot carries: everything before
  * event_extension_data (event_number, its padding, evd_handle, event_data). */
 #define ZD_RING_EV_BYTES offsetof(DAT_EVENT, event_extension_data)
+/* Bytes of an extension event's side line: event_extension_data. */
+#define ZD_RING_EXT_BYTES sizeof(((DAT_EVENT *)0)->event_extension_data)
+
+/* Does this event carry event_extension_data through the ring? */
+static inline bool zd_ring_is_ext(DAT_EVENT_NUMBER n)
+{
+	return n >= DAT_EXTENSION_EVENT;
+}
 
 /*
  * One cache line. The payload fields mirror the head of DAT_EVENT at the same
@@ -120,6 +132,8 @@ _Static_assert(sizeof(struct zd_ring_slot) == ZD_CACHE_LINE,
 	       "a slot must be exactly one cache line");
 _Static_assert(ZD_CACHE_GUARD % ZD_CACHE_LINE == 0,
 	       "the slot array's 128-byte alignment must be a whole number of slots");
+_Static_assert(ZD_RING_EXT_BYTES == ZD_CACHE_LINE,
+	       "an extension event's side data is one line");
 
 struct zd_ring {
 	/* Read-only after init, shared clean by every thread. */
@@ -134,7 +148,8 @@ struct zd_ring {
 	/* Consumer only (producers read head when head_cache says full). */
 	alignas(ZD_CACHE_GUARD) _Atomic uint64_t head;  /* next position to take */
 	/* zd_ring_peek's copy of the event at head (a slot holds no whole
-	 * DAT_EVENT to point into); its event_extension_data stays zero. */
+	 * DAT_EVENT to point into); its event_extension_data is zero unless
+	 * it holds an extension event. */
 	DAT_EVENT peeked;
 
 	alignas(ZD_CACHE_GUARD) struct zd_ring_slot slots[];
@@ -147,8 +162,8 @@ _Static_assert(offsetof(struct zd_ring, slots) -
 /* ---- control path (zd_ring.c) ------------------------------------------ */
 
 /* Bytes needed for a ring of exactly 'capacity' slots (a power of two,
- * ZD_RING_MIN_CAPACITY..ZD_RING_MAX_CAPACITY), rounded up to a multiple of
- * ZD_CACHE_GUARD; 0 if capacity is invalid. */
+ * ZD_RING_MIN_CAPACITY..ZD_RING_MAX_CAPACITY) and their extension lines,
+ * rounded up to a multiple of ZD_CACHE_GUARD; 0 if capacity is invalid. */
 size_t zd_ring_memsize(uint32_t capacity);
 
 /* Initialise caller-provided memory: zd_ring_memsize(capacity) bytes aligned
@@ -220,24 +235,39 @@ static inline bool zd_ring__claim(struct zd_ring *r, unsigned n, uint64_t *first
 	}
 }
 
-/* Payload copies between a DAT_EVENT and a slot (the mirrored head of the
- * event; see ZD_RING_EV_BYTES). Internal. */
-static inline void zd_ring__put(struct zd_ring_slot *s, const DAT_EVENT *ev)
+/* The extension line of position @pos (after the slot array). */
+static inline DAT_UINT64 *zd_ring__ext(const struct zd_ring *r, uint64_t pos)
 {
-	memcpy((void *)s, ev, ZD_RING_EV_BYTES);
+	return (DAT_UINT64 *)(void *)(r->slots + r->capacity) +
+	       (pos & r->mask) * (ZD_RING_EXT_BYTES / sizeof(DAT_UINT64));
 }
 
-static inline void zd_ring__get(DAT_EVENT *out, const struct zd_ring_slot *s)
+/* Payload copies between a DAT_EVENT and the slot (and extension line) of
+ * position @pos (the mirrored head of the event; see ZD_RING_EV_BYTES).
+ * Internal. */
+static inline void zd_ring__put(struct zd_ring *r, uint64_t pos, struct zd_ring_slot *s,
+				const DAT_EVENT *ev)
+{
+	memcpy((void *)s, ev, ZD_RING_EV_BYTES);
+	if (zd_unlikely(zd_ring_is_ext(ev->event_number)))
+		memcpy(zd_ring__ext(r, pos), ev->event_extension_data, ZD_RING_EXT_BYTES);
+}
+
+static inline void zd_ring__get(const struct zd_ring *r, uint64_t pos, DAT_EVENT *out,
+				const struct zd_ring_slot *s)
 {
 	memcpy(out, (const void *)s, ZD_RING_EV_BYTES);
-	memset(out->event_extension_data, 0, sizeof(out->event_extension_data));
+	if (zd_unlikely(zd_ring_is_ext(out->event_number)))
+		memcpy(out->event_extension_data, zd_ring__ext(r, pos), ZD_RING_EXT_BYTES);
+	else
+		memset(out->event_extension_data, 0, ZD_RING_EXT_BYTES);
 }
 
 /*
  * Enqueue one event (multi-producer safe, including the consumer's thread).
  * Returns false, leaving the ring untouched, if it is full: capacity
  * positions are claimed and not yet consumed (published or not).
- * ev->event_extension_data is not stored (see Layout above).
+ * ev->event_extension_data is stored for extension events only (Layout).
  */
 static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
 {
@@ -247,7 +277,7 @@ static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
 		return false;
 
 	struct zd_ring_slot *s = &r->slots[pos & r->mask];
-	zd_ring__put(s, ev);
+	zd_ring__put(r, pos, s, ev);
 	/* release: pairs with the consumer's acquire load of seq in
 	 * zd_ring_dequeue/_burst/zd_ring_peek: the payload is visible before the
 	 * slot reads as published. */
@@ -258,15 +288,22 @@ static inline bool zd_ring_enqueue(struct zd_ring *r, const DAT_EVENT *ev)
 /*
  * Zero-copy enqueue of one event (multi-producer safe): claim a slot, fill
  * its payload fields in place (event_number, evd_handle, event_data; the
- * same fields and offsets as DAT_EVENT's), then zd_ring_publish.  NULL,
- * leaving the ring untouched, if it is full.  Every claimed slot must be
- * published, soon: the events claimed after it wait behind it.
+ * same fields and offsets as DAT_EVENT's; for an extension event also its
+ * zd_ring_claim_ext line), then zd_ring_publish.  NULL, leaving the ring
+ * untouched, if it is full.  Every claimed slot must be published, soon:
+ * the events claimed after it wait behind it.
  */
 static inline struct zd_ring_slot *zd_ring_claim(struct zd_ring *r, uint64_t *pos)
 {
 	if (zd_unlikely(!zd_ring__claim(r, 1, pos)))
 		return NULL;
 	return &r->slots[*pos & r->mask];
+}
+
+/* The extension line of claimed position @pos (event_extension_data). */
+static inline DAT_UINT64 *zd_ring_claim_ext(struct zd_ring *r, uint64_t pos)
+{
+	return zd_ring__ext(r, pos);
 }
 
 static inline void zd_ring_publish(struct zd_ring_slot *s, uint64_t pos)
@@ -296,7 +333,7 @@ static inline bool zd_ring_enqueue_bulk(struct zd_ring *r, const DAT_EVENT *ev,
 	for (unsigned i = 0; i < n; i++) {
 		struct zd_ring_slot *s = &r->slots[(pos + i) & r->mask];
 
-		zd_ring__put(s, &ev[i]);
+		zd_ring__put(r, pos + i, s, &ev[i]);
 		/* release: pairs with the consumer's acquire of this seq. */
 		atomic_store_explicit(&s->seq, pos + i + 1, memory_order_release);
 	}
@@ -306,7 +343,7 @@ static inline bool zd_ring_enqueue_bulk(struct zd_ring *r, const DAT_EVENT *ev,
 /*
  * Dequeue one event (single consumer). Returns false if the next event is not
  * published yet (ring empty, or its producer is between claim and publish).
- * out->event_extension_data comes back all zero.
+ * out->event_extension_data comes back all zero but for extension events.
  */
 static inline bool zd_ring_dequeue(struct zd_ring *r, DAT_EVENT *out)
 {
@@ -318,7 +355,7 @@ static inline bool zd_ring_dequeue(struct zd_ring *r, DAT_EVENT *out)
 	 * zd_ring_enqueue/_bulk: the payload we copy is the published one. */
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return false;
-	zd_ring__get(out, s);
+	zd_ring__get(r, pos, out, s);
 	/* release: pairs with the producers' acquire load of head in
 	 * zd_ring__claim: our copy-out is done before the slot is reused. */
 	atomic_store_explicit(&r->head, pos + 1, memory_order_release);
@@ -338,7 +375,7 @@ static inline unsigned zd_ring_dequeue_burst(struct zd_ring *r, DAT_EVENT *out,
 		/* acquire: pairs with the producer's release of seq. */
 		if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + i + 1)
 			break;
-		zd_ring__get(&out[i], s);
+		zd_ring__get(r, pos + i, &out[i], s);
 	}
 	if (i)  /* release: pairs with the acquire of head in zd_ring__claim. */
 		atomic_store_explicit(&r->head, pos + i, memory_order_release);
@@ -353,7 +390,7 @@ static inline unsigned zd_ring_dequeue_burst(struct zd_ring *r, DAT_EVENT *out,
  * copy, and it copies the same event again until zd_ring_drop() (no producer
  * can reuse the slot before head moves): the event stays valid and unchanged
  * until zd_ring_drop(), and peek again returns the same event. Its
- * event_extension_data reads as zero.
+ * event_extension_data reads as zero but for extension events.
  */
 static inline const DAT_EVENT *zd_ring_peek(struct zd_ring *r)
 {
@@ -363,8 +400,13 @@ static inline const DAT_EVENT *zd_ring_peek(struct zd_ring *r)
 	/* acquire: pairs with the producer's release store of seq. */
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return NULL;
-	/* Only the mirrored head: the extension words were zeroed at init. */
+	/* The copy's extension words are zero unless it held an extension
+	 * event: the common case copies the head only. */
+	bool had_ext = zd_ring_is_ext(r->peeked.event_number);
+
 	memcpy(&r->peeked, (const void *)s, ZD_RING_EV_BYTES);
+	if (zd_unlikely(had_ext || zd_ring_is_ext(r->peeked.event_number)))
+		zd_ring__get(r, pos, &r->peeked, s);
 	return &r->peeked;
 }
 
@@ -384,7 +426,7 @@ static inline void zd_ring_drop(struct zd_ring *r)
  * something else between seeing the next event published and taking it
  * (zd_shm_cq_poll_one).  zd_ring_front: the published slot at head, or NULL
  * (acquire, as zd_ring_dequeue).  zd_ring_take_front: copies that slot's
- * event out (extension words zeroed) and frees it.
+ * event out (as zd_ring_dequeue) and frees it.
  */
 static inline const struct zd_ring_slot *zd_ring_front(const struct zd_ring *r)
 {
@@ -400,7 +442,7 @@ static inline const struct zd_ring_slot *zd_ring_front(const struct zd_ring *r)
 static inline void zd_ring_take_front(struct zd_ring *r, const struct zd_ring_slot *s,
 				      DAT_EVENT *out)
 {
-	zd_ring__get(out, s);
+	zd_ring__get(r, atomic_load_explicit(&r->head, memory_order_relaxed), out, s);
 	zd_ring_drop(r);
 }
 
@@ -439,7 +481,7 @@ static inline bool zd_ring_peek_pos(const struct zd_ring *r, uint64_t pos, DAT_E
 	/* acquire: pairs with the producer's release store of seq. */
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return false;
-	zd_ring__get(out, s);
+	zd_ring__get(r, pos, out, s);
 	return true;
 }
 

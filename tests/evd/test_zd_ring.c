@@ -71,11 +71,12 @@ Test(zd_ring, init_caller_memory)
 	void *mem;
 
 	cr_assert_eq(zd_ring_memsize(0), 0);
-	/* one 64-byte slot, rounded up to a whole line pair */
+	/* a 64-byte slot and its 64-byte extension line per position, in
+	 * whole line pairs */
 	cr_assert_eq(zd_ring_memsize(1), sizeof(struct zd_ring) + 128);
-	cr_assert_eq(zd_ring_memsize(2), sizeof(struct zd_ring) + 128);
+	cr_assert_eq(zd_ring_memsize(2), sizeof(struct zd_ring) + 256);
 	cr_assert_eq(zd_ring_memsize(12), 0);
-	cr_assert_eq(sz, sizeof(struct zd_ring) + 16 * 64);
+	cr_assert_eq(sz, sizeof(struct zd_ring) + 16 * 128);
 	for (uint32_t cap = 1; cap <= 1024; cap <<= 1)
 		cr_assert_eq(zd_ring_memsize(cap) % ZD_CACHE_GUARD, 0, "cap %u", cap);
 	mem = aligned_alloc(ZD_CACHE_GUARD, sz + ZD_CACHE_GUARD);
@@ -660,4 +661,80 @@ Test(zd_ring_mt, count_bounded_under_races, .timeout = 60)
 	pthread_join(t, NULL);
 	cr_assert_eq(atomic_load(&c.bad), 0);
 	zd_ring_destroy(c.ring);
+}
+
+/* Extension events (event_number >= DAT_EXTENSION_EVENT) carry
+ * event_extension_data through every way in and out, across laps of a small
+ * ring; a plain event after one still comes out with it zero. */
+static void ext_event(DAT_EVENT *ev, int k, bool ext)
+{
+	memset(ev, 0x40 + k, sizeof(*ev));
+	ev->event_number = ext ? (DAT_EVENT_NUMBER)(DAT_IB_EXTENSION_RANGE_BASE + k % 3)
+			       : DAT_DTO_COMPLETION_EVENT;
+	ev->event_data.dto_completion_event_data.user_cookie.as_64 = 500u + (unsigned)k;
+	for (int i = 0; i < 8; i++)
+		ev->event_extension_data[i] = (uint64_t)k << 32 | (uint64_t)(i + 1);
+}
+
+static void want_of(DAT_EVENT *want, const DAT_EVENT *in)
+{
+	*want = *in;
+	if (!zd_ring_is_ext(in->event_number))
+		memset(want->event_extension_data, 0, sizeof(want->event_extension_data));
+}
+
+Test(zd_ring, extension_events_carry_their_data)
+{
+	struct zd_ring *r = zd_ring_create(2), *dst = zd_ring_create(4);
+	DAT_EVENT in[4], out[4], want;
+	const struct zd_ring_slot *fs;
+	const DAT_EVENT *pk;
+
+	for (int lap = 0; lap < 6; lap++) {
+		ext_event(&in[0], lap, true);
+		ext_event(&in[1], lap + 1, false);
+		/* enqueue + dequeue */
+		cr_assert(zd_ring_enqueue(r, &in[0]));
+		memset(&out[0], 0xEE, sizeof(out[0]));
+		cr_assert(zd_ring_dequeue(r, &out[0]));
+		want_of(&want, &in[0]);
+		cr_assert_eq(memcmp(&out[0], &want, sizeof(want)), 0, "dequeue, lap %d", lap);
+		/* bulk + peek + burst: ext then plain */
+		cr_assert(zd_ring_enqueue_bulk(r, in, 2));
+		pk = zd_ring_peek(r);
+		cr_assert_not_null(pk);
+		cr_assert_eq(memcmp(pk, &want, sizeof(want)), 0, "peek ext, lap %d", lap);
+		zd_ring_drop(r);
+		pk = zd_ring_peek(r);
+		want_of(&want, &in[1]);
+		cr_assert_eq(memcmp(pk, &want, sizeof(want)), 0, "peek plain after ext, lap %d", lap);
+		cr_assert(zd_ring_peek_pos(r, zd_ring_head(r), &out[1]));
+		cr_assert_eq(memcmp(&out[1], &want, sizeof(want)), 0, "peek_pos, lap %d", lap);
+		cr_assert_eq(zd_ring_dequeue_burst(r, out, 2), 1);
+		cr_assert_eq(memcmp(&out[0], &want, sizeof(want)), 0, "burst, lap %d", lap);
+		/* front + take_front */
+		cr_assert(zd_ring_enqueue(r, &in[0]));
+		fs = zd_ring_front(r);
+		cr_assert_not_null(fs);
+		zd_ring_take_front(r, fs, &out[2]);
+		want_of(&want, &in[0]);
+		cr_assert_eq(memcmp(&out[2], &want, sizeof(want)), 0, "take_front, lap %d", lap);
+	}
+	/* claim + extension line + publish, then a resize move */
+	uint64_t pos;
+	struct zd_ring_slot *cs = zd_ring_claim(r, &pos);
+
+	cr_assert_not_null(cs);
+	memcpy((void *)cs, &in[0], ZD_RING_EV_BYTES);
+	memcpy(zd_ring_claim_ext(r, pos), in[0].event_extension_data, ZD_RING_EXT_BYTES);
+	zd_ring_publish(cs, pos);
+	cr_assert(zd_ring_enqueue(r, &in[1]));
+	cr_assert_eq(zd_ring_move(dst, r), 2);
+	cr_assert_eq(zd_ring_dequeue_burst(dst, out, 4), 2);
+	for (int k = 0; k < 2; k++) {
+		want_of(&want, &in[k]);
+		cr_assert_eq(memcmp(&out[k], &want, sizeof(want)), 0, "moved %d", k);
+	}
+	zd_ring_destroy(r);
+	zd_ring_destroy(dst);
 }
