@@ -396,8 +396,9 @@ __attribute__((cold)) void zd_tcp_qp_break_violation(struct zd_tcp_qp *qp);
 /* Holder: reads what the socket holds before a graceful flush. */
 void zd_tcp_harvest(struct zd_tcp_qp *qp);
 /* ZDAPL_TCP_DEBUG=1: says on stderr why @qp breaks. */
-__attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why, int line);
-#define ZD_TCP_QP_WHY(qp, why) zd_tcp_qp_why((qp), (why), __LINE__)
+__attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why,
+					 const char *file, int line);
+#define ZD_TCP_QP_WHY(qp, why) zd_tcp_qp_why((qp), (why), __FILE__, __LINE__)
 
 /* ---- zd_tcp_post.c ---- */
 zd_device_post_send_fn zd_tcp_post_send;

@@ -129,7 +129,8 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 /* ZDAPL_TCP_DEBUG=1: one line on stderr for every broken connection. */
 static int tcp_debug = -1;
 
-__attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why, int line)
+__attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why,
+					 const char *file, int line)
 {
 	if (tcp_debug < 0) {
 		const char *e = getenv("ZDAPL_TCP_DEBUG");
@@ -137,8 +138,8 @@ __attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why, 
 		tcp_debug = e && *e && *e != '0';
 	}
 	if (tcp_debug)
-		zd_log_error("tcp: QP %p breaks: %s (line %d, op %u seq %u len %u, expect %u, errno %d)",
-			     (void *)qp, why, line, qp->rx_hdr.op, le32toh(qp->rx_hdr.seq),
+		zd_log_error("tcp: QP %p breaks: %s (%s:%d, op %u seq %u len %u, expect %u, errno %d)",
+			     (void *)qp, why, file, line, qp->rx_hdr.op, le32toh(qp->rx_hdr.seq),
 			     le32toh(qp->rx_hdr.len), qp->rx_expect, errno);
 }
 
