@@ -1,16 +1,8 @@
 /* One-sided atomics on a peer's memory (zd_soft_atomic.h). */
 #include <sys/uio.h>
 
+#include "evd/zd_ring_arch.h"   /* zd_cpu_relax */
 #include "hw/soft/zd_soft_atomic.h"
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
 
 int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t chunk,
 			uint64_t addr, zd_soft_atomic_fn *apply, const void *arg, uint64_t *old)
@@ -38,7 +30,7 @@ int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t
 	 * holder's write is visible to our read. */
 	for (uint32_t z = 0; !atomic_compare_exchange_weak_explicit(lock, &z, 1,
 			memory_order_acquire, memory_order_relaxed); z = 0)
-		cpu_relax();
+		zd_cpu_relax();
 	if (p->self) {
 		volatile uint64_t *t = (volatile uint64_t *)(uintptr_t)addr;
 

@@ -206,7 +206,7 @@ void *zd_ms_engine_main(void *arg)
 			continue;
 		}
 		if (++idle < SPIN_PASSES) {
-			zd_ms_cpu_relax();
+			zd_cpu_relax();
 			continue;
 		}
 		nanosleep(&(struct timespec){ .tv_nsec = sleep_ns }, NULL);

@@ -52,6 +52,7 @@
 #include <sys/uio.h>
 
 #include "core/zd_compiler.h"
+#include "evd/zd_ring_arch.h"   /* zd_cpu_relax */
 #include "hw/mlx5/sim/zd_mlx5sim.h"
 #include "hw/soft/zd_soft_atomic.h"
 #include "hw/soft/zd_soft_copy.h"
@@ -246,15 +247,6 @@ static inline _Atomic uint64_t *zd_ms_fired(struct zd_ms_shared *sh)
 static inline bool zd_ms_in(const struct zd_ms_shared *sh, size_t sz, uint64_t off, uint64_t len)
 {
 	return off >= sh->arena_off && off <= sz && len <= sz - off;
-}
-
-static inline void zd_ms_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
 }
 
 static inline uint32_t zd_ms_rd_be32(const void *p)
