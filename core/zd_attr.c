@@ -1,6 +1,9 @@
 /* dat_ia_query attributes: the limits the IA's device reports, nothing more. */
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 #include "core/zd_ia.h"
 #include "core/zd_attr.h"
@@ -51,17 +54,36 @@ void zd_ia_fill_attr(const struct zd_ia *ia, DAT_IA_ATTR *a)
 	a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
 	a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
 	a->zb_supported = DAT_FALSE;
-	a->extension_supported = DAT_EXTENSION_NONE;
-	a->extension_version = 0;
+	/* libdat2 routes dat_extension_op to us only if this is not NONE
+	 * (it asks inside dat_ia_open); dtestx asks for IB. */
+	a->extension_supported = DAT_EXTENSION_IB;
+	a->extension_version = DAT_IB_EXTENSION_VERSION;
 	a->num_transport_attr = 0;
 	a->transport_attr = NULL;
 	a->num_vendor_attr = 0;
 	a->vendor_attr = NULL;
 }
 
-static DAT_NAMED_ATTR provider_specific[] = {
-	{ "ZDAPL_VERSION", "0.1" },
-};
+#define ZD_TRUE_IF(cond) ((cond) ? "TRUE" : "FALSE")
+
+/* The provider-specific attributes OFED dapl publishes for its IB
+ * extensions (dtestx tests an atomic only if its attribute is "TRUE"),
+ * for what this IA's device does.  Strings with static storage, so the
+ * array may be handed out and outlive the call. */
+static DAT_COUNT fill_provider_specific(const struct zd_ia *ia, DAT_NAMED_ATTR *a)
+{
+	const struct zd_device_ops *d = ia->dev;
+	DAT_COUNT n = 0;
+
+	a[n++] = (DAT_NAMED_ATTR){ "ZDAPL_VERSION", "0.1" };
+	a[n++] = (DAT_NAMED_ATTR){ "DAT_EXTENSION_INTERFACE", "TRUE" };
+	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_FETCH_AND_ADD, ZD_TRUE_IF(d->post_atomic) };
+	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_CMP_AND_SWAP, ZD_TRUE_IF(d->post_atomic) };
+	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_IMMED_DATA, ZD_TRUE_IF(d->post_rdma_write_imm) };
+	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_UD, "FALSE"  /* not yet: core/zd_ud.c */ };
+	/* dtestx takes the name's presence, not its value, for counters. */
+	return n;
+}
 
 void zd_ia_fill_provider_attr(const struct zd_ia *ia, DAT_PROVIDER_ATTR *p)
 {
@@ -103,7 +125,7 @@ void zd_ia_fill_provider_attr(const struct zd_ia *ia, DAT_PROVIDER_ATTR *p)
 	a.is_signal_safe = DAT_FALSE;
 	a.ha_supported = DAT_FALSE;
 	a.ha_loadbalancing = DAT_HA_LB_NONE;
-	a.num_provider_specific_attr = (DAT_COUNT)ZD_ARRAY_SIZE(provider_specific);
-	a.provider_specific_attr = provider_specific;
+	a.num_provider_specific_attr = fill_provider_specific(ia, (DAT_NAMED_ATTR *)ia->named_attrs);
+	a.provider_specific_attr = (DAT_NAMED_ATTR *)ia->named_attrs;
 	memcpy(p, &a, sizeof(a));
 }

@@ -108,6 +108,18 @@ typedef DAT_RETURN zd_device_post_rdma_read_fn(struct zd_ep *ep, DAT_COUNT n,
 					       DAT_COMPLETION_FLAGS flags);
 typedef DAT_RETURN zd_device_srq_post_recv_fn(struct zd_srq *srq, DAT_COUNT n,
 					      const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie);
+/* The IB extensions (dat_ib_extensions.h). */
+typedef DAT_RETURN zd_device_post_rdma_write_imm_fn(struct zd_ep *ep, DAT_COUNT n,
+						    const DAT_LMR_TRIPLET *iov,
+						    DAT_DTO_COOKIE cookie,
+						    const DAT_RMR_TRIPLET *remote, uint32_t imm,
+						    DAT_COMPLETION_FLAGS flags);
+/* One 64-bit atomic: @op is DAT_IB_DTO_FETCH_ADD (add @operand) or
+ * DAT_IB_DTO_CMP_SWAP (swap in @swap if the word equals @operand). */
+typedef DAT_RETURN zd_device_post_atomic_fn(struct zd_ep *ep, DAT_DTOS op,
+					    const DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
+					    const DAT_RMR_TRIPLET *remote, uint64_t operand,
+					    uint64_t swap, DAT_COMPLETION_FLAGS flags);
 
 struct zd_device_ops {
 	const char *name;              /* first word of ia_params; a trailing
@@ -224,6 +236,23 @@ struct zd_device_ops {
 	zd_device_post_rdma_write_fn *post_rdma_write;
 	zd_device_post_rdma_read_fn *post_rdma_read;
 	zd_device_srq_post_recv_fn *srq_post_recv;
+
+	/* ---- data path, IB extensions (optional: NULL answers
+	 * DAT_NOT_IMPLEMENTED and dat_ia_query does not advertise the
+	 * operation).  Core checked what it checks for the DAT posts, and for
+	 * an atomic: one 8-byte local segment, an 8-byte aligned remote
+	 * address and 8 remote bytes.  Completions (zd_dto_event.h) carry
+	 * operation DAT_IB_DTO_RDMA_WRITE_IMMED, FETCH_ADD or CMP_SWAP at the
+	 * initiator; a write with immediate data consumes the target's next
+	 * receive (its RQ or SRQ; none posted: RNR, as a send) and completes
+	 * it with DAT_IB_DTO_RECV_IMMED, the write's length and the immediate
+	 * data, only after the written bytes are visible.  An atomic needs
+	 * DAT_IB_MEM_PRIV_REMOTE_ATOMIC on the target region
+	 * (DAT_DTO_ERR_REMOTE_ACCESS otherwise, target untouched), is atomic
+	 * with every other atomic on that word from any initiator, and
+	 * stores the word's earlier value, host order, in the local segment. */
+	zd_device_post_rdma_write_imm_fn *post_rdma_write_imm;
+	zd_device_post_atomic_fn *post_atomic;
 
 	/* ---- optional: DAT entry points with this device's data path
 	 * inlined (core/zd_dto_entry.h, evd/zd_evd_entry.h).  They go into

@@ -12,6 +12,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_obj.h"
+#include "core/zd_ext.h"
 
 #define ZD_RECV_FLAGS \
 	(DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG)
@@ -173,3 +174,66 @@ DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *l
 }
 
 /* dat_ep_recv_query and dat_ep_set_watermark are in zd_ep.c. */
+
+/* ---- IB extension posts (dat_ib_extensions.h; decoded in zd_ext.c) ---- */
+
+/* The device op of an extension, or DAT_NOT_IMPLEMENTED. */
+#define EXT_OP_OR_RETURN(ep, op)                                               \
+	do {                                                                   \
+		if (!(ep)->obj.ia->dev->op)                                    \
+			return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE); \
+	} while (0)
+
+/* dat_ib_post_rdma_write_immed(ep, n, iov, cookie, remote, imm, flags). */
+DAT_RETURN zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				     uint32_t imm, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_ep *ep;
+	DAT_RETURN ret;
+
+	EP_GET_READY_OR_RETURN(ep, h);
+	EXT_OP_OR_RETURN(ep, post_rdma_write_imm);
+	if (ep->attr.service_type != DAT_SERVICE_TYPE_RC)
+		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	ret = rdma_checks(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), remote,
+			  flags);
+	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
+		return ret;
+	return ep->obj.ia->dev->post_rdma_write_imm(ep, n, iov, cookie, remote, imm, flags);
+}
+
+/* The size of the word an atomic works on. */
+#define ZD_ATOMIC_BYTES 8u
+
+/* dat_ib_post_fetch_and_add(ep, add, local, cookie, remote, flags) and
+ * dat_ib_post_cmp_and_swap(ep, cmp, swap, local, cookie, remote, flags):
+ * one local segment of at least 8 bytes for the old value, 8 remote bytes
+ * at an 8-byte aligned address (the argument numbers name the macros'). */
+DAT_RETURN zd_ep_post_atomic(DAT_EP_HANDLE h, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
+			     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			     uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+{
+	const bool cas = op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
+	struct zd_ep *ep;
+	DAT_EP_STATE s;
+
+	EP_GET_READY_OR_RETURN(ep, h);
+	EXT_OP_OR_RETURN(ep, post_atomic);
+	if (ep->attr.service_type != DAT_SERVICE_TYPE_RC)
+		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	s = atomic_load_explicit(&ep->state, memory_order_relaxed);
+	if (!zd_ep_connected(s))
+		return zd_ep_invalid_state(s);
+	if (!local)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, cas ? DAT_INVALID_ARG4 : DAT_INVALID_ARG3);
+	if (!remote)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, cas ? DAT_INVALID_ARG6 : DAT_INVALID_ARG5);
+	if (flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, cas ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6);
+	if (local->segment_length < ZD_ATOMIC_BYTES)
+		return DAT_ERROR(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
+	if (remote->virtual_address % ZD_ATOMIC_BYTES || remote->segment_length < ZD_ATOMIC_BYTES)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, cas ? DAT_INVALID_ARG6 : DAT_INVALID_ARG5);
+	return ep->obj.ia->dev->post_atomic(ep, op, local, cookie, remote, operand, swap, flags);
+}

@@ -274,13 +274,6 @@ DAT_RETURN zd_get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE *type)
 	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
-{
-	if (zd_obj_type_of(h) < 0)
-		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
-	return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
-}
-
 /* ---- async events: on the IA's async EVD (none: dropped) ---- */
 
 static void ia_post_async(struct zd_ia *ia, DAT_EVENT_NUMBER type, DAT_HANDLE handle,

@@ -18,6 +18,8 @@ struct zd_provider {
 	int registered;
 };
 
+#define ZD_IA_NAMED_ATTRS 8
+
 struct zd_evd;
 struct zd_cm_ia;
 struct zd_keytab;
@@ -36,6 +38,8 @@ struct zd_ia {
 	int async_evd_ours;                 /* created by ia_open: freed by close */
 	struct zd_keytab *keys;             /* LMR/RMR keys, see zd_keys.h */
 	struct zd_keygen *keygen;           /* fresh keys for them */
+	/* dat_ia_query's provider-specific attributes (zd_attr.c) */
+	DAT_NAMED_ATTR named_attrs[ZD_IA_NAMED_ATTRS];
 	pthread_mutex_t lock;               /* children list; control path only */
 	struct zd_obj children;             /* list head (only the links are used) */
 };

@@ -91,12 +91,20 @@ void zd_evd_cq_post_local(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HAND
 			  DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
 			  DAT_SEG_LENGTH len, DAT_DTOS op)
 {
-	const DAT_DTO_COMPLETION_EVENT_DATA dto = {
-		.ep_handle = ep, .user_cookie = cookie, .status = st,
-		.transfered_length = len, .operation = op,
-	};
+	zd_evd_cq_post_ext(local, evd, ep, cookie, st, len, op, 0);
+}
 
-	zd_evd_cq_post(local, evd, &dto);
+void zd_evd_cq_post_ext(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HANDLE ep,
+			DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len,
+			DAT_DTOS op, uint32_t imm)
+{
+	DAT_EVENT ev;
+
+	zd_dto_event_fill(&ev, evd, ep, cookie, st, len, op, imm);
+	if (ZD_UNLIKELY(!zd_ring_enqueue(local, &ev)))
+		zd_evd_post(evd, &ev, 1);
+	else
+		zd_evd_wake(evd);
 }
 
 /* ---- consuming (one consumer thread at a time) ---- */

@@ -9,6 +9,7 @@
 #define ZD_EVD_CQ_H
 
 #include "evd/zd_evd.h"
+#include "evd/zd_dto_event.h"
 
 /* Queues one DTO completion for @evd in @local and wakes its waiters; a
  * full ring (the consumer let the EVD overflow) spills, never drops. */
@@ -26,7 +27,12 @@ static inline void zd_evd_cq_post(struct zd_ring *local, struct zd_evd *evd,
 		zd_evd_wake(evd);
 }
 
-/* zd_evd_cq_post out of line, from the completion's fields (zd_evd.c). */
+/* zd_evd_cq_post out of line, from the completion's fields (zd_evd.c);
+ * an IB extension operation (zd_dto_is_ext) becomes its DAT_IB_DTO_EVENT,
+ * with @imm for those that carry immediate data (zd_dto_event.h). */
+void zd_evd_cq_post_ext(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HANDLE ep,
+			DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st, DAT_SEG_LENGTH len,
+			DAT_DTOS op, uint32_t imm);
 void zd_evd_cq_post_local(struct zd_ring *local, struct zd_evd *evd, DAT_EP_HANDLE ep,
 			  DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
 			  DAT_SEG_LENGTH len, DAT_DTOS op);
@@ -73,7 +79,9 @@ static ZD_ALWAYS_INLINE void zd_evd_cq_post_direct(struct zd_ring *local, struct
 						    DAT_DTO_COMPLETION_STATUS st,
 						    DAT_SEG_LENGTH len, DAT_DTOS op)
 {
-	if (ZD_LIKELY(zd_ring_drained(local))) {
+	/* Extension events (a constant @op folds this away) take the
+	 * local ring: their extension line is written by zd_ring_enqueue. */
+	if (ZD_LIKELY(!zd_dto_is_ext(op)) && ZD_LIKELY(zd_ring_drained(local))) {
 		struct zd_ring_slot *s = NULL;
 		uint64_t pos;
 
