@@ -80,7 +80,7 @@ static DAT_COUNT fill_provider_specific(const struct zd_ia *ia, DAT_NAMED_ATTR *
 	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_FETCH_AND_ADD, ZD_TRUE_IF(d->post_atomic) };
 	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_CMP_AND_SWAP, ZD_TRUE_IF(d->post_atomic) };
 	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_IMMED_DATA, ZD_TRUE_IF(d->post_rdma_write_imm) };
-	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_UD, "FALSE"  /* not yet: core/zd_ud.c */ };
+	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_UD, ZD_TRUE_IF(d->post_send_ud) };
 	/* dtestx takes the name's presence, not its value, for counters. */
 	return n;
 }

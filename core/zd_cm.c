@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "core/zd_cm.h"
+#include "core/zd_ud.h"
 #include "core/zd_ep.h"
 #include "core/zd_ia.h"
 
@@ -542,12 +543,14 @@ DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32
 	if (dev->qp_local_blob && ep->dev_priv)
 		blob_len = dev->qp_local_blob(ep, blob, sizeof(blob));
 	c->ep = ep;
-	ep->cm_conn = c;
+	c->ud = zd_ep_is_ud(ep);
+	if (!c->ud)
+		ep->cm_conn = c;     /* a UD EP may have many exchanges at once */
 	c->peer = *dst;
 	c->peer.sin_port = htons((uint16_t)conn_qual);
 	c->conn_qual = conn_qual;
-	c->req_len = zd_cm_frame_encode(c->req, ZD_CM_MSG_REQ, 0, conn_qual, pdata, pdata_len,
-					blob, blob_len);
+	c->req_len = zd_cm_frame_encode(c->req, c->ud ? ZD_CM_MSG_UD_REQ : ZD_CM_MSG_REQ, 0,
+					conn_qual, pdata, pdata_len, blob, blob_len);
 	c->retry_delay = ZD_CM_RETRY_MIN_NS;
 	if (timeout_us != DAT_TIMEOUT_INFINITE)
 		c->connect_deadline = now + (uint64_t)timeout_us * 1000ull;
@@ -575,6 +578,10 @@ static void conn_lost(struct zd_cm_conn *c)
 		sock_close(&c->sock, 1);
 		return;
 	case ZD_CONN_REP_SENT:
+		if (c->ud) {
+			zd_cm_ud_failed(c);
+			return;
+		}
 		if (c->ep)
 			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
 		break;
@@ -596,6 +603,7 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 {
 	switch (h->type) {
 	case ZD_CM_MSG_REQ:
+	case ZD_CM_MSG_UD_REQ:
 		if (c->state != ZD_CONN_WAIT_REQ)
 			break;
 		zd_cm_passive_on_req(c, h, body);
@@ -603,16 +611,26 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	case ZD_CM_MSG_REP:
 		if (c->state != ZD_CONN_REQ_SENT)
 			break;
-		zd_cm_active_on_rep(c, h, body);
+		if (c->ud)
+			zd_cm_ud_on_rep(c, h, body);
+		else
+			zd_cm_active_on_rep(c, h, body);
 		return;
 	case ZD_CM_MSG_REJ:
 		if (c->state != ZD_CONN_REQ_SENT)
 			break;
-		zd_cm_active_on_rej(c, h, body);
+		if (c->ud)
+			zd_cm_ud_on_rej(c, h, body);
+		else
+			zd_cm_active_on_rej(c, h, body);
 		return;
 	case ZD_CM_MSG_RTU:
 		if (c->state != ZD_CONN_REP_SENT)
 			break;
+		if (c->ud) {
+			zd_cm_ud_on_rtu(c);
+			return;
+		}
 		c->state = ZD_CONN_ESTABLISHED;
 		c->deadline = 0;
 		if (c->ep) {

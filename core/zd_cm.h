@@ -110,6 +110,7 @@ struct zd_cm_conn {
 	struct sockaddr_in peer;         /* active: target; passive: requester */
 	uint32_t conn_qual;
 	int refused;                     /* active: at least one attempt refused */
+	int ud;                          /* a UD address exchange (zd_ud_cm.c) */
 	uint64_t deadline;               /* 0: none; see zd_cm_conn_timeout */
 	uint64_t connect_deadline;       /* active: the consumer's timeout (0: none) */
 	uint64_t give_up;                /* active: refused attempts stop here */
@@ -165,6 +166,7 @@ struct zd_cr {
 	DAT_CONN_QUAL conn_qual;         /* of the service point */
 	struct sockaddr_in remote_addr;
 	DAT_PORT_QUAL remote_port_qual;
+	int ud;                          /* the requester is a UD QP */
 	DAT_COUNT pdata_len;
 	uint8_t pdata[ZD_CM_PDATA_MAX];
 };
@@ -231,6 +233,18 @@ void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const 
 void zd_cm_active_on_rej(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
 /* An active connect failed before it was established. */
 void zd_cm_active_failed(struct zd_cm_conn *c, DAT_EVENT_NUMBER type);
+
+/* ---- zd_ud_cm.c: UD address exchanges (c->ud) ---- */
+void zd_cm_ud_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
+void zd_cm_ud_on_rtu(struct zd_cm_conn *c);
+void zd_cm_ud_on_rej(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
+/* Failed before its end (refused, timed out, socket lost). */
+void zd_cm_ud_failed(struct zd_cm_conn *c);
+/* dat_cr_accept of a UD request by UD EP @ep: REP with its address. */
+DAT_RETURN zd_cm_ud_accept_locked(struct zd_cm_conn *c, struct zd_ep *ep, const void *pdata,
+				  size_t pdata_len);
+/* dat_ep_free: the EP's exchanges under way end without events. */
+void zd_cm_ud_ep_release(struct zd_ep *ep);
 
 /* ---- zd_cr.c ---- */
 

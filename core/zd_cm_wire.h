@@ -11,6 +11,9 @@
  *   DISC                 ---->                  DISCONNECTED
  *   DISCONNECTED        <----  DISC_ACK
  *
+ * A UD EP's dat_ep_connect sends UD_REQ instead of REQ; REP and RTU then
+ * only exchange the UD QPs' addresses and the socket closes (zd_ud_cm.c).
+ *
  * Every field is in network byte order.  A frame is a fixed header followed
  * by pdata_len bytes of private data and blob_len bytes of device QP blob;
  * both lengths are checked against the maxima before any byte of the body
@@ -39,6 +42,7 @@ enum zd_cm_msg_type {
 	ZD_CM_MSG_REJ,           /* reject: reason, pdata */
 	ZD_CM_MSG_DISC,          /* disconnect request */
 	ZD_CM_MSG_DISC_ACK,      /* disconnect acknowledged: the socket closes next */
+	ZD_CM_MSG_UD_REQ,        /* REQ from a UD QP (zd_ud_cm.c): an address exchange */
 	ZD_CM_MSG_TYPE_END
 };
 
@@ -124,6 +128,7 @@ static inline enum zd_cm_frame_status zd_cm_hdr_check(struct zd_cm_hdr *h)
 		return ZD_CM_FRAME_TOO_LONG;
 	switch (h->type) {
 	case ZD_CM_MSG_REQ:
+	case ZD_CM_MSG_UD_REQ:
 	case ZD_CM_MSG_REP:
 		if (h->reason)
 			return ZD_CM_FRAME_BAD_FIELD;

@@ -10,6 +10,7 @@
 #include "core/zd_cm.h"
 #include "core/zd_ep.h"
 #include "core/zd_ia.h"
+#include "core/zd_ud.h"
 #include "evd/zd_evd.h"
 
 static void refuse(struct zd_cm_conn *c)
@@ -24,6 +25,14 @@ static void post_cr_event(struct zd_evd *evd, struct zd_cr *cr, DAT_PSP_HANDLE s
 
 	memset(&ev, 0, sizeof(ev));
 	ev.event_number = DAT_CONNECTION_REQUEST_EVENT;
+	if (cr->ud) {
+		/* The request of a UD QP: the extension's event (zd_ud_cm.c). */
+		DAT_IB_EXTENSION_EVENT_DATA *x =
+			(DAT_IB_EXTENSION_EVENT_DATA *)ev.event_extension_data;
+
+		ev.event_number = (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REQUEST_EVENT;
+		x->type = DAT_IB_UD_CONNECT_REQUEST;
+	}
 	ev.evd_handle = evd;
 	ev.event_data.cr_arrival_event_data.sp_handle.psp_handle = sp;
 	ev.event_data.cr_arrival_event_data.local_ia_address_ptr =
@@ -53,6 +62,7 @@ void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 		return;
 	}
 	cr->conn_qual = l->port;
+	cr->ud = h->type == ZD_CM_MSG_UD_REQ;
 	cr->remote_addr = c->peer;
 	cr->remote_addr.sin_port = 0;
 	cr->remote_port_qual = ntohs(c->peer.sin_port);
@@ -174,6 +184,22 @@ static DAT_RETURN cr_accept_locked(struct zd_cr *cr, DAT_EP_HANDLE ep_handle, DA
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	if (pdata_len > 0 && !pdata)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+	/* A UD request is answered by a UD EP, an RC one by an RC EP. */
+	if (cr->ud != zd_ep_is_ud(ep))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (cr->ud) {
+		if (!ep->connect_evd)
+			return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+		if (!ep->dev_priv)
+			return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED);
+		if (!c || c->state != ZD_CONN_CR_PENDING) {
+			zd_cm_ep_event(ep, (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_ERROR_EVENT, NULL, 0);
+			return DAT_SUCCESS;
+		}
+		cr->conn = NULL;
+		c->ud = 1;
+		return zd_cm_ud_accept_locked(c, ep, pdata, (size_t)pdata_len);
+	}
 	s = atomic_load(&ep->state);
 	if (ep == cr->local_ep ? (s != DAT_EP_STATE_PASSIVE_CONNECTION_PENDING &&
 				  s != DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)

@@ -58,7 +58,15 @@ struct zd_device_limits {
 	DAT_COUNT max_recv_per_srq;
 	DAT_COUNT max_private_data;
 	DAT_COUNT max_inline;
+	/* Largest datagram payload of a UD EP (its "MTU"); 0: no UD. */
+	DAT_SEG_LENGTH max_ud_payload;
 };
+
+/* Bytes a device may keep per UD address handle (zd_ud.c stores them). */
+#define ZD_UD_AH_BYTES 128
+/* The global-route header space in front of every received datagram's
+ * payload, as an InfiniBand UD receive reports it (consumers skip it). */
+#define ZD_UD_GRH_BYTES 40
 
 /* Largest device blob the connection manager carries for a QP. */
 #define ZD_QP_BLOB_MAX 512
@@ -114,6 +122,16 @@ typedef DAT_RETURN zd_device_post_rdma_write_imm_fn(struct zd_ep *ep, DAT_COUNT 
 						    DAT_DTO_COOKIE cookie,
 						    const DAT_RMR_TRIPLET *remote, uint32_t imm,
 						    DAT_COMPLETION_FLAGS flags);
+/* Unreliable datagrams: an address handle is what a device needs to
+ * reach the UD QP whose qp_local_blob is @blob (resolved on the control
+ * path into @ah, ZD_UD_AH_BYTES the device owns; *qpn: the remote QP's
+ * number for DAT_IB_ADDR_HANDLE.qpn); ud_ah_destroy releases it. */
+typedef DAT_RETURN zd_device_ud_ah_create_fn(struct zd_ia *ia, const void *blob, size_t len,
+					     void *ah, uint32_t *qpn);
+typedef void zd_device_ud_ah_destroy_fn(struct zd_ia *ia, void *ah);
+typedef DAT_RETURN zd_device_post_send_ud_fn(struct zd_ep *ep, DAT_COUNT n,
+					     const DAT_LMR_TRIPLET *iov, const void *ah,
+					     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
 /* One 64-bit atomic: @op is DAT_IB_DTO_FETCH_ADD (add @operand) or
  * DAT_IB_DTO_CMP_SWAP (swap in @swap if the word equals @operand). */
 typedef DAT_RETURN zd_device_post_atomic_fn(struct zd_ep *ep, DAT_DTOS op,
@@ -253,6 +271,25 @@ struct zd_device_ops {
 	 * stores the word's earlier value, host order, in the local segment. */
 	zd_device_post_rdma_write_imm_fn *post_rdma_write_imm;
 	zd_device_post_atomic_fn *post_atomic;
+
+	/* ---- unreliable datagrams (optional, all four or none; limits
+	 * .max_ud_payload > 0).  qp_create makes a UD QP when
+	 * ep->attr.service_type is DAT_IB_SERVICE_TYPE_UD; qp_local_blob
+	 * gives its address, which the CM hands to the peer's ud_ah_create;
+	 * qp_connect and qp_flush are never called for it.  post_recv and
+	 * srq_post_recv as for RC.  post_send_ud (core checked the EP, the
+	 * segment count, the handle @ah came from and that the payload is at
+	 * most max_ud_payload) sends one datagram to the QP @ah names and
+	 * completes DAT_IB_DTO_SEND_UD with the payload length once it left
+	 * (the sender never waits for the receiver).  The receiving QP takes
+	 * its next posted receive, writes the payload at offset
+	 * ZD_UD_GRH_BYTES of it and completes DAT_IB_DTO_RECV_UD with the
+	 * payload length + ZD_UD_GRH_BYTES; a receive too small for that
+	 * completes DAT_DTO_ERR_LOCAL_LENGTH and the QP goes on; no receive
+	 * posted: the datagram is dropped (and counted), as on InfiniBand. */
+	zd_device_ud_ah_create_fn *ud_ah_create;
+	zd_device_ud_ah_destroy_fn *ud_ah_destroy;
+	zd_device_post_send_ud_fn *post_send_ud;
 
 	/* ---- optional: DAT entry points with this device's data path
 	 * inlined (core/zd_dto_entry.h, evd/zd_evd_entry.h).  They go into

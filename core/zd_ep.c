@@ -6,6 +6,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_cm.h"
+#include "core/zd_ud.h"
 #include "evd/zd_evd.h"
 
 static void ep_default_attr(const struct zd_ia *ia, DAT_EP_ATTR *a)
@@ -33,8 +34,15 @@ DAT_RETURN zd_ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a)
 {
 	const struct zd_device_limits *l = &ia->limits;
 
-	if (a->service_type != DAT_SERVICE_TYPE_RC)
+	if ((int)a->service_type == DAT_IB_SERVICE_TYPE_UD) {
+		/* A datagram is at most the device's UD payload (OFED: the MTU). */
+		if (!ia->dev->post_send_ud)
+			return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+		if (a->max_message_size > l->max_ud_payload)
+			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+	} else if (a->service_type != DAT_SERVICE_TYPE_RC) {
 		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
+	}
 	if (a->max_message_size > l->max_message_size ||
 	    a->max_rdma_size > l->max_rdma_size ||
 	    a->max_recv_dtos < 0 || a->max_recv_dtos > l->max_dto_per_ep ||
@@ -184,6 +192,7 @@ void zd_ep_destroy(struct zd_obj *o)
 	struct zd_ia *ia = o->ia;
 
 	zd_cm_ep_release(ep);  /* no CM event can reach it after this */
+	zd_ud_ep_release(ep);
 	if (ep->dev_priv && ia->dev->qp_destroy)
 		ia->dev->qp_destroy(ep);
 	zd_ep_solicited_account(ep, -1);

@@ -42,6 +42,13 @@ ZD_OBJ_FITS(EP, struct zd_ep);
 
 void zd_ep_destroy(struct zd_obj *o);
 
+/* An unreliable-datagram EP (dat_ib_extensions.h's DAT_IB_SERVICE_TYPE_UD,
+ * the first extension service type). */
+static inline bool zd_ep_is_ud(const struct zd_ep *ep)
+{
+	return (int)ep->attr.service_type == (int)DAT_SERVICE_TYPE_EXTENSION_BASE;
+}
+
 /* DAT_INVALID_STATE with the subtype naming @state (DAT_INVALID_STATE_EP_*). */
 DAT_RETURN zd_ep_invalid_state(DAT_EP_STATE state);
 

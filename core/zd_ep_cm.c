@@ -9,6 +9,7 @@
 #include "core/zd_cm.h"
 #include "core/zd_ep.h"
 #include "core/zd_ia.h"
+#include "core/zd_ud.h"
 #include "evd/zd_evd.h"
 
 void zd_cm_ep_event(struct zd_ep *ep, DAT_EVENT_NUMBER type, const void *pdata, size_t len)
@@ -53,6 +54,10 @@ void zd_cm_ep_conn_lost(struct zd_ep *ep, DAT_EVENT_NUMBER type)
 
 void zd_cm_active_failed(struct zd_cm_conn *c, DAT_EVENT_NUMBER type)
 {
+	if (c->ud) {
+		zd_cm_ud_failed(c);
+		return;
+	}
 	if (c->ep)
 		zd_cm_ep_conn_lost(c->ep, type);
 	zd_cm_conn_close(c);
@@ -103,6 +108,7 @@ void zd_cm_ep_release(struct zd_ep *ep)
 	struct zd_cm_conn *c;
 
 	zd_cm_lock();
+	zd_cm_ud_ep_release(ep);
 	c = ep->cm_conn;
 	if (c) {
 		ep->cm_conn = NULL;
@@ -141,15 +147,20 @@ static DAT_RETURN ep_connect_locked(struct zd_ep *ep, const struct sockaddr_in *
 {
 	const struct zd_device_ops *dev = ep->obj.ia->dev;
 	DAT_EP_STATE s = atomic_load(&ep->state);
+	const bool ud = zd_ep_is_ud(ep);
 	DAT_RETURN ret;
 
-	if (s != DAT_EP_STATE_UNCONNECTED)
+	/* A UD EP exchanges addresses any number of times, in any state. */
+	if (s != DAT_EP_STATE_UNCONNECTED && !ud)
 		return zd_ep_invalid_state(s);
 	if (!ep->connect_evd)
 		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
 	/* A device with queue pairs needs one to connect (it comes with a PZ). */
 	if (dev->qp_create && !ep->dev_priv)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED);
+	if (ud)
+		return zd_cm_connect(ep, dst, (uint32_t)conn_qual, timeout, pdata,
+				     (size_t)pdata_len);
 	atomic_store(&ep->state, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
 	ep->remote_addr = *dst;
 	ep->remote_addr.sin_port = 0;

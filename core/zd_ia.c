@@ -9,6 +9,7 @@
 #include "core/zd_teardown.h"
 #include "core/zd_attr.h"
 #include "core/zd_keys.h"
+#include "core/zd_ud.h"
 #include "evd/zd_evd.h"
 #include "evd/zd_poller.h"
 
@@ -181,6 +182,7 @@ DAT_RETURN zd_ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
 	/* Abrupt: free children in dependency order (users before the objects
 	 * they use), so each free below succeeds. */
 	zd_teardown_children(ia);
+	zd_ud_ia_fini(ia);
 	ia->dev->ia_close(ia);
 	zd_keys_fini(ia);
 	pthread_mutex_destroy(&ia->lock);

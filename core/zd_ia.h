@@ -24,6 +24,7 @@ struct zd_evd;
 struct zd_cm_ia;
 struct zd_keytab;
 struct zd_keygen;
+struct zd_ud;
 
 struct zd_ia {
 	struct zd_obj obj;
@@ -38,6 +39,7 @@ struct zd_ia {
 	int async_evd_ours;                 /* created by ia_open: freed by close */
 	struct zd_keytab *keys;             /* LMR/RMR keys, see zd_keys.h */
 	struct zd_keygen *keygen;           /* fresh keys for them */
+	_Atomic(struct zd_ud *) ud;         /* UD address handles (zd_ud.c), lazily */
 	/* dat_ia_query's provider-specific attributes (zd_attr.c) */
 	DAT_NAMED_ATTR named_attrs[ZD_IA_NAMED_ATTRS];
 	pthread_mutex_t lock;               /* children list; control path only */

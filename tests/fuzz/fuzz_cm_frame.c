@@ -16,6 +16,7 @@
  */
 #undef NDEBUG  /* the asserts are the test */
 #include <assert.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,11 @@ static void frame_used(struct reader *r, const struct zd_cm_msg *m)
 	assert(m->len == sizeof(*h) + h->pdata_len + h->blob_len && m->len <= ZD_CM_FRAME_MAX);
 	assert(m->pdata == r->rx + sizeof(*h) && m->blob == m->pdata + h->pdata_len);
 	/* only the types that carry them have private data, a blob, a reason */
-	if (h->type != ZD_CM_MSG_REQ && h->type != ZD_CM_MSG_REP && h->type != ZD_CM_MSG_REJ)
+	bool req = h->type == ZD_CM_MSG_REQ || h->type == ZD_CM_MSG_UD_REQ;
+
+	if (!req && h->type != ZD_CM_MSG_REP && h->type != ZD_CM_MSG_REJ)
 		assert(h->pdata_len == 0);
-	if (h->type != ZD_CM_MSG_REQ && h->type != ZD_CM_MSG_REP)
+	if (!req && h->type != ZD_CM_MSG_REP)
 		assert(h->blob_len == 0);
 	if (h->type == ZD_CM_MSG_REJ)
 		assert(h->reason == ZD_CM_REJ_PEER || h->reason == ZD_CM_REJ_NON_PEER);
