@@ -114,6 +114,18 @@ void zd_perf_dat_die(DAT_RETURN ret, const char *call)
 	zd_perf_die("%s failed: %s", call, zd_perf_dat_strerror(ret, msg, sizeof(msg)));
 }
 
+void zd_perf_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	say(fmt, ap);
+	va_end(ap);
+	kill_server();
+	exit(ZD_PERF_EXIT_SKIP);
+}
+
 /* ---- clock ----------------------------------------------------------------- */
 
 static uint64_t mono_ns(void)
@@ -161,25 +173,33 @@ void zd_perf_clock_init(void)
 
 const char *zd_perf_verb_name(enum zd_perf_verb verb)
 {
-	static const char *const names[] = { "Send", "RDMA_Write", "RDMA_Read" };
+	static const char *const names[] = { "Send", "RDMA_Write", "RDMA_Read",
+					     "RDMA_Write_imm", "Atomic" };
 
 	return names[verb];
 }
 
 const char *zd_perf_test_name(enum zd_perf_verb verb, enum zd_perf_kind kind)
 {
-	static const char *const names[3][2] = {
+	static const char *const names[][2] = {
 		{ "send_lat", "send_bw" }, { "write_lat", "write_bw" },
-		{ "read_lat", "read_bw" } };
+		{ "read_lat", "read_bw" }, { "write_imm_lat", "write_imm_bw" },
+		{ "atomic_lat", "atomic_bw" } };
 
 	return names[verb][kind];
+}
+
+/* perftest's spelling, for -A and the header. */
+const char *zd_perf_atomic_name(enum zd_perf_atomic a)
+{
+	return a == ZD_PERF_CMP_AND_SWAP ? "CMP_AND_SWAP" : "FETCH_AND_ADD";
 }
 
 /* ---- options --------------------------------------------------------------- */
 
 static void usage(const struct zd_perf_opts *o, FILE *out)
 {
-	bool bw = o->kind == ZD_PERF_BW;
+	bool bw = o->kind == ZD_PERF_BW, atomic = o->verb == ZD_PERF_ATOMIC;
 
 	fprintf(out,
 "Usage:\n"
@@ -187,20 +207,29 @@ static void usage(const struct zd_perf_opts *o, FILE *out)
 "  %1$s <host>     connect to server at <host>\n"
 "  %1$s --loopback run server and client on this host\n"
 "\n"
-"Options:\n"
+"Options:\n", o->prog);
+	if (atomic)
+		fprintf(out,
+"  -A, --atomic_type=<type>  type of atomic operation from {CMP_AND_SWAP,FETCH_AND_ADD} (default FETCH_AND_ADD)\n");
+	else
+		fprintf(out,
 "  -a, --all  Run sizes from 2 till 2^23\n"
-"      --max_size=<size>  Last size of -a (default 2^23)\n"
+"      --max_size=<size>  Last size of -a (default 2^23)\n");
+	fprintf(out,
 "  -D, --duration=<sec>  Run test for a customized period of seconds.\n"
 "  -F, --CPU-freq  Accepted for perftest compatibility (no cpufreq check is made)\n"
 "  -h, --help  Show this help screen.\n"
-"  -n, --iters=<iters>  Number of exchanges (at least 5, default %2$u)\n"
-"  -p, --port=<port>  Listen on/connect to port <port>: the DAT connection qualifier (default %3$u)\n"
-"  -P, --ia=<ia_name>  DAT interface adapter from dat.conf (default " ZD_PERF_DEF_IA ")\n"
-"  -s, --size=<size>  Size of message to exchange (default %4$u)\n"
-"  -t, --tx-depth=<dep>  Size of tx queue (default %5$u)\n",
-		o->prog, o->kind == ZD_PERF_BW && o->verb == ZD_PERF_WRITE ? 5000u : 1000u,
-		ZD_PERF_DEF_PORT, bw ? 65536u : 2u, bw ? 128u : 1u);
-	if (o->verb == ZD_PERF_SEND)
+"  -n, --iters=<iters>  Number of exchanges (at least 5, default %1$u)\n"
+"  -p, --port=<port>  Listen on/connect to port <port>: the DAT connection qualifier (default %2$u)\n"
+"  -P, --ia=<ia_name>  DAT interface adapter from dat.conf (default " ZD_PERF_DEF_IA ")\n",
+		o->kind == ZD_PERF_BW && o->verb == ZD_PERF_WRITE ? 5000u : 1000u,
+		ZD_PERF_DEF_PORT);
+	if (!atomic)
+		fprintf(out,
+"  -s, --size=<size>  Size of message to exchange (default %1$u)\n"
+"  -t, --tx-depth=<dep>  Size of tx queue (default %2$u)\n",
+			bw ? 65536u : 2u, bw ? 128u : 1u);
+	if (o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM)
 		fprintf(out, "  -r, --rx-depth=<dep>  Rx queue size (default 512)\n");
 	if (bw)
 		fprintf(out, "  -Q, --cq-mod  Generate a completion only after <--cq-mod> posts (default 100)\n"
@@ -214,7 +243,10 @@ static void usage(const struct zd_perf_opts *o, FILE *out)
 "                 (default 10; a server waits 60 for its client)\n"
 "  -V, --version  Display version number\n"
 "\nExit status: 0 done, 1 error, 2 bad arguments, 77 the provider returned\n"
-"DAT_NOT_IMPLEMENTED (no connection manager or data path).\n");
+"DAT_NOT_IMPLEMENTED (no connection manager or data path)%s.\n",
+		o->verb == ZD_PERF_WRITE_IMM ? ",\nor does not advertise DAT_IB_IMMED_DATA" :
+		o->verb == ZD_PERF_ATOMIC ? ",\nor does not advertise the -A operation "
+					    "(DAT_IB_FETCH_AND_ADD, DAT_IB_CMP_AND_SWAP)" : "");
 }
 
 static _Noreturn void bad_arg(const struct zd_perf_opts *o, const char *fmt, ...)
@@ -276,26 +308,38 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "max_size", required_argument, NULL, OPT_MAX_SIZE },
 		{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
+		{ "atomic_type", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool bw = o->kind == ZD_PERF_BW, iters_given = false, size_given = false;
-	bool cq_given = false;
+	bool cq_given = false, atomic = o->verb == ZD_PERF_ATOMIC;
 	int c;
 
 	o->ia_name = ZD_PERF_DEF_IA;
 	o->port = ZD_PERF_DEF_PORT;
-	o->size = bw ? 65536 : 2;
+	o->size = bw ? 65536 : atomic ? 8 : 2;
 	o->max_size = ZD_PERF_MAX_SIZE;
 	o->iters = bw && o->verb == ZD_PERF_WRITE ? 5000 : 1000;
 	o->tx_depth = bw ? 128 : 1;
-	o->rx_depth = o->verb == ZD_PERF_SEND ? 512 : 1;
+	o->rx_depth = o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM ? 512 : 1;
 	o->cq_mod = 100;
 	o->timeout_s = 10;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":as:n:D:t:r:Q:Fp:P:hV", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":aA:s:n:D:t:r:Q:Fp:P:hV", longs, NULL)) != -1) {
 		switch (c) {
 		case 'a': o->all_sizes = true; break;
+		case 'A':
+			if (!atomic)
+				bad_arg(o, "-A (--atomic_type) is an option of zd_atomic_lat only");
+			if (strcmp(optarg, "CMP_AND_SWAP") == 0)
+				o->atomic = ZD_PERF_CMP_AND_SWAP;
+			else if (strcmp(optarg, "FETCH_AND_ADD") == 0)
+				o->atomic = ZD_PERF_FETCH_AND_ADD;
+			else
+				bad_arg(o, "invalid atomic type '%s': choose from {CMP_AND_SWAP,FETCH_AND_ADD}",
+					optarg);
+			break;
 		case 's': o->size = parse_num(o, "size", optarg, 1, 1u << 30); size_given = true; break;
 		case 'n': o->iters = parse_num(o, "iterations", optarg, 5, 100000000); iters_given = true; break;
 		case 'D': o->duration_s = parse_num(o, "duration", optarg, 1, 86400); break;
@@ -346,6 +390,12 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 		bad_arg(o, "-a and -s cannot be combined");
 	if (o->duration_s && iters_given)
 		bad_arg(o, "-D and -n cannot be combined");
+	/* perftest's atomics are 8 bytes, one size */
+	if (atomic && o->all_sizes)
+		bad_arg(o, "-a: an atomic is 8 bytes, one size");
+	if (atomic && size_given && o->size != 8)
+		bad_arg(o, "-s %" PRIu32 ": message size cannot be changed for atomic tests (8 bytes)",
+			o->size);
 	if (o->cq_mod > o->tx_depth) {
 		if (cq_given && bw)
 			fprintf(stderr, "%s: cq-mod %u above tx depth: using %u\n",
@@ -439,7 +489,9 @@ void zd_perf_print_header(const struct zd_perf_conn *c)
 	if (o->quiet)
 		return;
 	printf(RESULT_LINE);
-	printf("                    %s %s Test\n", zd_perf_verb_name(o->verb),
+	printf("                    %s %s%s%s Test\n", zd_perf_verb_name(o->verb),
+	       o->verb == ZD_PERF_ATOMIC ? zd_perf_atomic_name(o->atomic) : "",
+	       o->verb == ZD_PERF_ATOMIC ? " " : "",
 	       o->kind == ZD_PERF_LAT ? "Latency" : "BW");
 	printf(" Dual-port       : OFF\t\tDevice         : %s\n", o->ia_name);
 	printf(" Number of qps   : 1\t\tTransport type : DAT\n");
@@ -448,7 +500,8 @@ void zd_perf_print_header(const struct zd_perf_conn *c)
 	printf(" ibv_wr* API     : OFF\n");
 	if (!c->is_server || o->kind == ZD_PERF_LAT)
 		printf(" TX depth        : %u\n", o->tx_depth);
-	if (o->verb == ZD_PERF_SEND && (c->is_server || o->kind == ZD_PERF_LAT))
+	if ((o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM) &&
+	    (c->is_server || o->kind == ZD_PERF_LAT))
 		printf(" RX depth        : %u\n", o->rx_depth);
 	if (o->kind == ZD_PERF_BW)
 		printf(" CQ Moderation   : %u\n", c->suppress_ok ? o->cq_mod : 1);
@@ -456,7 +509,7 @@ void zd_perf_print_header(const struct zd_perf_conn *c)
 	printf(" Mtu             : n/a\n");
 	printf(" Max msg size    : %" PRIu64 "[B]\n", c->max_msg);
 	printf(" Link type       : DAT\n");
-	if (o->verb != ZD_PERF_READ)
+	if (o->verb != ZD_PERF_READ && o->verb != ZD_PERF_ATOMIC)
 		printf(" Max inline data : 0[B]\n");
 	else
 		printf(" Outstand reads  : %d\n", c->max_rdma_read_out);
@@ -535,6 +588,8 @@ struct zd_perf_json *zd_perf_json_open(const struct zd_perf_conn *c)
 		c->mem_used == ZD_PERF_MEM_POOL ? "pool" :
 		c->mem_used == ZD_PERF_MEM_HUGEPAGE ? "hugepage" : "malloc",
 		o->tx_depth);
+	if (o->verb == ZD_PERF_ATOMIC)
+		fprintf(j->f, "  \"atomic_type\": \"%s\",\n", zd_perf_atomic_name(o->atomic));
 	if (o->kind == ZD_PERF_BW)
 		fprintf(j->f, "  \"cq_mod\": %u,\n  \"bw_unit\": \"%s\",\n",
 			c->suppress_ok ? o->cq_mod : 1,
@@ -737,6 +792,8 @@ int zd_perf_main(int argc, char **argv, enum zd_perf_verb verb, enum zd_perf_kin
 	const char *slash = strrchr(argv[0], '/');
 
 	o.prog = g_prog = slash ? slash + 1 : argv[0];
+	if (kind == ZD_PERF_BW && verb > ZD_PERF_READ)
+		zd_perf_die("zd_%s is not a benchmark of this suite", zd_perf_test_name(verb, kind));
 	parse_opts(&o, argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	zd_perf_clock_init();

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * zd_perf: the shared half of the perftest-style benchmarks
- * (zd_{write,read,send}_{lat,bw}). Options, clock, statistics and printing
+ * (zd_{write,read,send}_{lat,bw}, zd_write_imm_lat, zd_atomic_lat). Options, clock, statistics and printing
  * in zd_perf.c; DAT setup, connection, the control channel and teardown in
  * zd_perf_dat.c; the measured loops in zd_perf_lat.c and zd_perf_bw.c.
  *
  * Written only against the DAT 2.0 API (libdat2), so the same binaries run
  * over any DAT provider: nothing here includes a zdapl header. zdapl's
- * registered pool is found at run time with dlsym (--mem pool).
+ * registered pool is found at run time with dlsym (--mem pool). The two
+ * extension benchmarks use the IB extension API (dat_ib_extensions.h,
+ * through libdat2's dat_extension_op) and skip where the provider does not
+ * advertise the operation.
  */
 #ifndef ZD_PERF_H
 #define ZD_PERF_H
@@ -22,6 +25,7 @@
 #endif
 
 #include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 #define ZD_PERF_DEF_PORT      18515
 #define ZD_PERF_DEF_IA        "zdapl-shm"
@@ -31,7 +35,12 @@
 #define ZD_PERF_MAX_SAMPLES   (10u * 1000 * 1000) /* per-message timestamps kept up to this */
 #define ZD_PERF_EXIT_SKIP     77             /* meson/automake "skipped" */
 
-enum zd_perf_verb { ZD_PERF_SEND, ZD_PERF_WRITE, ZD_PERF_READ };
+/* WRITE_IMM and ATOMIC exist as latency tests only (perftest's
+ * ib_write_lat --write_with_imm and ib_atomic_lat). */
+enum zd_perf_verb { ZD_PERF_SEND, ZD_PERF_WRITE, ZD_PERF_READ, ZD_PERF_WRITE_IMM,
+		    ZD_PERF_ATOMIC };
+#define ZD_PERF_VERB_LAST ZD_PERF_ATOMIC
+enum zd_perf_atomic { ZD_PERF_FETCH_AND_ADD, ZD_PERF_CMP_AND_SWAP };
 enum zd_perf_kind { ZD_PERF_LAT, ZD_PERF_BW };
 enum zd_perf_mem { ZD_PERF_MEM_DEFAULT, ZD_PERF_MEM_MALLOC, ZD_PERF_MEM_POOL,
 		   ZD_PERF_MEM_HUGEPAGE };
@@ -61,7 +70,15 @@ struct zd_perf_opts {
 	enum zd_perf_mem mem;
 	unsigned timeout_s;             /* connect / peer progress timeout */
 	bool timeout_given;
+	enum zd_perf_atomic atomic;     /* -A */
 };
+
+/* zd_atomic_lat: the server's word (its recv area's first 8 bytes) starts
+ * at this value and every operation of the client moves it up by one: a
+ * fetch-and-add of 1, or a compare-and-swap from the value it must hold to
+ * the next.  The low half carries into the high one after 16 operations,
+ * so a 32-bit or byte-swapped atomic cannot pass for a 64-bit one. */
+#define ZD_PERF_ATOMIC_SEED UINT64_C(0x01234567fffffff0)
 
 /* Both sides' buffers: [recv area | send area | control lines], one LMR. */
 #define ZD_PERF_CTRL_BYTES 4096
@@ -69,9 +86,11 @@ struct zd_perf_ctrl {
 	/* Written by the peer (RDMA write), read here by polling. */
 	volatile uint64_t in_sync __attribute__((aligned(64)));
 	volatile uint64_t in_credit __attribute__((aligned(64)));
+	volatile uint64_t in_count __attribute__((aligned(64)));
 	/* Local sources of the 8-byte RDMA writes to the peer's in_* words. */
 	uint64_t out_sync __attribute__((aligned(64)));
 	uint64_t out_credit __attribute__((aligned(64)));
+	uint64_t out_count __attribute__((aligned(64)));
 };
 
 /* What one side tells the other in the connection's private data (48 bytes
@@ -80,6 +99,7 @@ struct zd_perf_ctrl {
 #define ZD_PERF_WIRE_VERSION 1
 #define ZD_PERF_WIRE_ALL      0x1
 #define ZD_PERF_WIRE_DURATION 0x2
+#define ZD_PERF_WIRE_CMP_AND_SWAP 0x4   /* zd_atomic_lat -A CMP_AND_SWAP */
 struct zd_perf_wire {
 	uint32_t magic;
 	uint8_t version;
@@ -123,6 +143,9 @@ struct zd_perf_conn {
 	enum zd_perf_mem mem_used;
 	const char *mem_desc;
 	bool suppress_ok;               /* provider takes DAT_COMPLETION_SUPPRESS_FLAG */
+	/* The IB extension operations the provider advertises (DAT_EXTENSION_IB
+	 * and its provider-specific attribute "TRUE"). */
+	bool has_write_imm, has_fetch_add, has_cmp_swap;
 	int max_rdma_read_out;
 	uint64_t max_msg;               /* min(max_message_size, max_rdma_size) */
 	struct sockaddr_in local_addr, remote_addr;
@@ -180,6 +203,9 @@ const char *zd_perf_test_name(enum zd_perf_verb verb, enum zd_perf_kind kind);
 _Noreturn void zd_perf_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A DAT call failed: DAT_NOT_IMPLEMENTED exits ZD_PERF_EXIT_SKIP, else 1. */
 _Noreturn void zd_perf_dat_die(DAT_RETURN ret, const char *call);
+/* Says why the run cannot happen here and exits ZD_PERF_EXIT_SKIP. */
+_Noreturn void zd_perf_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *zd_perf_atomic_name(enum zd_perf_atomic a);
 const char *zd_perf_dat_strerror(DAT_RETURN ret, char *buf, size_t len);
 
 /* The sizes a run covers, in order. */
@@ -216,11 +242,26 @@ void zd_perf_sync_last(struct zd_perf_conn *c);
  * are counted in req_done and also return 0). */
 uint64_t zd_perf_poll_req(struct zd_perf_conn *c);
 uint64_t zd_perf_poll_recv(struct zd_perf_conn *c, uint32_t *len);
+/* zd_write_imm_lat: the receive a write with immediate data consumed
+ * (a DAT_IB_DTO_EVENT of type DAT_IB_RDMA_WRITE_IMMED_DATA; anything else
+ * exits); its length and immediate data. */
+uint64_t zd_perf_poll_recv_imm(struct zd_perf_conn *c, uint32_t *len, uint32_t *imm);
 /* One post (exits on failure: the loops never exceed the EP's depth);
  * cookie > 0; unsignalled posts use DAT_COMPLETION_SUPPRESS_FLAG. */
 void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
 		  uint64_t cookie, bool signalled);
 void zd_perf_post_recv(struct zd_perf_conn *c, uint64_t cookie);
+/* Our send area's first @size bytes into the peer's recv area, with @imm. */
+void zd_perf_post_write_imm(struct zd_perf_conn *c, uint32_t size, uint64_t cookie,
+			    uint32_t imm);
+/* One -A atomic on the peer's word (its recv area's first 8 bytes), the
+ * earlier value into our send area's first 8 bytes: fetch-and-add of
+ * @operand, or compare-and-swap of @operand for @swap. Signalled. */
+void zd_perf_post_atomic(struct zd_perf_conn *c, uint64_t cookie, uint64_t operand,
+			 uint64_t swap);
+/* Tells the peer a count (zd_atomic_lat: the operations done, so that the
+ * server can check its word); it lands before our next sync token. */
+void zd_perf_post_count(struct zd_perf_conn *c, uint64_t count);
 /* Send server: tells the client how many receives it has reposted. */
 void zd_perf_post_credit(struct zd_perf_conn *c, uint64_t credit);
 

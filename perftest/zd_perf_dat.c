@@ -2,7 +2,8 @@
 /*
  * zd_perf over DAT: IA, PZ, EVDs, the registered buffer, EP, PSP/connect
  * with the test parameters in private data, the control channel (8-byte
- * RDMA writes into the peer's control lines) and teardown.
+ * RDMA writes into the peer's control lines) and teardown; the IB extension
+ * posts and completions of zd_write_imm_lat and zd_atomic_lat.
  *
  * Every wait outside the measured loops uses dat_evd_wait with a timeout;
  * inside them the loops poll with dat_evd_dequeue and tick a waiter.
@@ -25,6 +26,8 @@
 #define EVD_SLACK     64                    /* control writes, flushes */
 #define SERVER_WAIT_S 60                    /* a server's default wait for its client */
 #define HUGE_2M       (2u << 20)
+/* DAT_IB_DTO_EVENT as the DAT_EVENT_NUMBER an event carries */
+#define IB_DTO_EVENT  ((DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT)
 
 static uint64_t usec_now(void)
 {
@@ -51,6 +54,7 @@ static const char *event_name(DAT_EVENT_NUMBER n, char *buf, size_t len)
 	case DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
 	case DAT_CONNECTION_REQUEST_EVENT: return "CONNECTION_REQUEST";
 	case DAT_DTO_COMPLETION_EVENT: return "DTO_COMPLETION";
+	case IB_DTO_EVENT: return "IB_DTO_EVENT";
 	default:
 		snprintf(buf, len, "event %#x", (unsigned)n);
 		return buf;
@@ -81,7 +85,8 @@ static void wire_encode(const struct zd_perf_conn *c, struct zd_perf_wire *w)
 	w->version = ZD_PERF_WIRE_VERSION;
 	w->test = (uint8_t)(o->verb << 1 | o->kind);
 	w->flags = (o->all_sizes ? ZD_PERF_WIRE_ALL : 0) |
-		   (o->duration_s ? ZD_PERF_WIRE_DURATION : 0);
+		   (o->duration_s ? ZD_PERF_WIRE_DURATION : 0) |
+		   (o->atomic == ZD_PERF_CMP_AND_SWAP ? ZD_PERF_WIRE_CMP_AND_SWAP : 0);
 	w->size = htole32(o->all_sizes ? o->max_size : o->size);
 	w->duration_s = htole32(o->duration_s);
 	w->tx_depth = htole32(o->tx_depth);
@@ -108,7 +113,7 @@ static bool wire_decode(const void *p, DAT_COUNT len, struct zd_perf_wire *w)
 	w->rkey = le32toh(w->rkey);
 	w->buf_len_kib = le32toh(w->buf_len_kib);
 	return w->magic == ZD_PERF_WIRE_MAGIC && w->version == ZD_PERF_WIRE_VERSION &&
-	       (w->test >> 1) <= ZD_PERF_READ;
+	       (w->test >> 1) <= ZD_PERF_VERB_LAST;
 }
 
 static void adopt_peer(struct zd_perf_conn *c, const struct zd_perf_wire *w)
@@ -183,11 +188,20 @@ static void alloc_buffer(struct zd_perf_conn *c, uint64_t max_size)
 	memset(c->buf, 0, c->buf_len);          /* fault every page in before timing */
 	c->ctrl = (struct zd_perf_ctrl *)(c->buf + 2 * c->area_len);
 
+	/* zd_atomic_lat: the peer's atomics need the extension's right. */
+	bool atomic = o->verb == ZD_PERF_ATOMIC;
+	DAT_MEM_PRIV_FLAGS priv = atomic ? (DAT_MEM_PRIV_FLAGS)(DAT_MEM_PRIV_ALL_FLAG |
+							       DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
+					 : DAT_MEM_PRIV_ALL_FLAG;
+
+	if (atomic)
+		*(volatile uint64_t *)c->buf = ZD_PERF_ATOMIC_SEED;
+
 	DAT_REGION_DESCRIPTION region = { .for_va = c->buf };
 	DAT_VLEN reg_len = 0;
 	DAT_VADDR reg_addr = 0;
 	DAT_RETURN ret = dat_lmr_create(c->ia, DAT_MEM_TYPE_VIRTUAL, region, c->buf_len,
-					c->pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+					c->pz, priv, DAT_VA_TYPE_VA,
 					&c->lmr, &c->lkey, &c->rkey, &reg_len, &reg_addr);
 	if (ret != DAT_SUCCESS)
 		zd_perf_dat_die(ret, "dat_lmr_create");
@@ -226,6 +240,47 @@ static DAT_EVD_HANDLE make_evd(struct zd_perf_conn *c, DAT_COUNT qlen, DAT_EVD_F
 	if (ret != DAT_SUCCESS)
 		zd_perf_dat_die(ret, "dat_evd_create");
 	return evd;
+}
+
+/* The IB extension operations a provider advertises: DAT_EXTENSION_IB
+ * and the provider-specific attribute set to "TRUE" (what dtestx checks). */
+static void read_ext_attrs(struct zd_perf_conn *c, const DAT_IA_ATTR *ia_attr,
+			   const DAT_PROVIDER_ATTR *pr_attr)
+{
+	if (ia_attr->extension_supported != DAT_EXTENSION_IB)
+		return;
+	for (DAT_COUNT i = 0; i < pr_attr->num_provider_specific_attr; i++) {
+		const DAT_NAMED_ATTR *a = &pr_attr->provider_specific_attr[i];
+		bool on = a->name && a->value && strcmp(a->value, "TRUE") == 0;
+
+		if (!a->name)
+			continue;
+		if (strcmp(a->name, DAT_IB_ATTR_IMMED_DATA) == 0)
+			c->has_write_imm = on;
+		else if (strcmp(a->name, DAT_IB_ATTR_FETCH_AND_ADD) == 0)
+			c->has_fetch_add = on;
+		else if (strcmp(a->name, DAT_IB_ATTR_CMP_AND_SWAP) == 0)
+			c->has_cmp_swap = on;
+	}
+}
+
+/* The run's extension operation, if it has one, is advertised: else skip
+ * (so the benchmark runs, or says why not, over any DAT provider). */
+static void require_ext_op(const struct zd_perf_conn *c)
+{
+	const struct zd_perf_opts *o = c->o;
+
+	if (o->verb == ZD_PERF_WRITE_IMM && !c->has_write_imm)
+		zd_perf_skip("%s does not advertise " DAT_IB_ATTR_IMMED_DATA " (RDMA write with "
+			     "immediate data): skipped", o->ia_name);
+	if (o->verb != ZD_PERF_ATOMIC)
+		return;
+	if (o->atomic == ZD_PERF_FETCH_AND_ADD && !c->has_fetch_add)
+		zd_perf_skip("%s does not advertise " DAT_IB_ATTR_FETCH_AND_ADD ": skipped",
+			     o->ia_name);
+	if (o->atomic == ZD_PERF_CMP_AND_SWAP && !c->has_cmp_swap)
+		zd_perf_skip("%s does not advertise " DAT_IB_ATTR_CMP_AND_SWAP ": skipped",
+			     o->ia_name);
 }
 
 /* One connection per process: the IA's limits, kept for the EP. */
@@ -288,6 +343,8 @@ static void open_ia(struct zd_perf_conn *c)
 		zd_perf_dat_die(ret, "dat_ia_query");
 	if (ia_attr.ia_address_ptr && ia_attr.ia_address_ptr->sa_family == AF_INET)
 		memcpy(&c->local_addr, ia_attr.ia_address_ptr, sizeof(c->local_addr));
+	read_ext_attrs(c, &ia_attr, &pr_attr);
+	require_ext_op(c);      /* before a --loopback server listens */
 
 	c->max_msg = ia_attr.max_message_size;
 	if (ia_attr.max_rdma_size && ia_attr.max_rdma_size < c->max_msg)
@@ -353,13 +410,15 @@ static void server_adopt(struct zd_perf_opts *o, const struct zd_perf_wire *w)
 	o->size = w->size;
 	o->iters = w->iters;
 	o->tx_depth = w->tx_depth;
-	if (o->verb == ZD_PERF_SEND)
+	if (o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM)
 		o->rx_depth = w->rx_depth;
+	o->atomic = w->flags & ZD_PERF_WIRE_CMP_AND_SWAP ? ZD_PERF_CMP_AND_SWAP
+							 : ZD_PERF_FETCH_AND_ADD;
 }
 
 static void post_initial_recvs(struct zd_perf_conn *c)
 {
-	if (c->o->verb != ZD_PERF_SEND)
+	if (c->o->verb != ZD_PERF_SEND && c->o->verb != ZD_PERF_WRITE_IMM)
 		return;
 	for (unsigned i = 0; i < c->o->rx_depth; i++)
 		zd_perf_post_recv(c, i + 1);
@@ -572,16 +631,48 @@ void zd_perf_conn_close(struct zd_perf_conn *c)
 
 /* ---- completions and posts ------------------------------------------------- */
 
+static const DAT_IB_EXTENSION_EVENT_DATA *ext_data(const DAT_EVENT *ev)
+{
+	return (const DAT_IB_EXTENSION_EVENT_DATA *)ev->event_extension_data;
+}
+
 static _Noreturn void dto_failed(const DAT_EVENT *ev, const char *evd)
 {
 	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev->event_data.dto_completion_event_data;
 	char buf[32];
 
-	if (ev->event_number != DAT_DTO_COMPLETION_EVENT)
+	if (ev->event_number == IB_DTO_EVENT && d->status == DAT_DTO_SUCCESS)
+		zd_perf_die("unexpected IB extension completion on the %s EVD: type %d, "
+			    "operation %d, cookie %#" PRIx64, evd, (int)ext_data(ev)->type,
+			    (int)d->operation, d->user_cookie.as_64);
+	if (ev->event_number != DAT_DTO_COMPLETION_EVENT && ev->event_number != IB_DTO_EVENT)
 		zd_perf_die("unexpected %s on the %s EVD",
 			    event_name(ev->event_number, buf, sizeof(buf)), evd);
 	zd_perf_die("%s completion failed: DAT_DTO_COMPLETION_STATUS %d (op %d, cookie %#" PRIx64 ")",
 		    evd, (int)d->status, (int)d->operation, d->user_cookie.as_64);
+}
+
+/* The initiator's completion of the run's extension post: a DAT_IB_DTO_EVENT
+ * of the type that operation has. */
+static bool is_own_ext_completion(const struct zd_perf_conn *c, const DAT_EVENT *ev)
+{
+	DAT_IB_EXT_TYPE want;
+
+	if (ev->event_number != IB_DTO_EVENT ||
+	    ev->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+		return false;
+	switch (c->o->verb) {
+	case ZD_PERF_WRITE_IMM:
+		want = DAT_IB_RDMA_WRITE_IMMED;
+		break;
+	case ZD_PERF_ATOMIC:
+		want = c->o->atomic == ZD_PERF_CMP_AND_SWAP ? DAT_IB_CMP_AND_SWAP
+							    : DAT_IB_FETCH_AND_ADD;
+		break;
+	default:
+		return false;
+	}
+	return ext_data(ev)->type == want;
 }
 
 uint64_t zd_perf_poll_req(struct zd_perf_conn *c)
@@ -595,8 +686,9 @@ uint64_t zd_perf_poll_req(struct zd_perf_conn *c)
 			return 0;
 		zd_perf_dat_die(ret, "dat_evd_dequeue");
 	}
-	if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
-	    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+	if ((ev.event_number != DAT_DTO_COMPLETION_EVENT ||
+	     ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) &&
+	    !is_own_ext_completion(c, &ev))
 		dto_failed(&ev, "request");
 	cookie = ev.event_data.dto_completion_event_data.user_cookie.as_64;
 	if (cookie & CTRL_COOKIE) {
@@ -621,6 +713,30 @@ uint64_t zd_perf_poll_recv(struct zd_perf_conn *c, uint32_t *len)
 		dto_failed(&ev, "receive");
 	*len = ev.event_data.dto_completion_event_data.transfered_length;
 	return ev.event_data.dto_completion_event_data.user_cookie.as_64;
+}
+
+uint64_t zd_perf_poll_recv_imm(struct zd_perf_conn *c, uint32_t *len, uint32_t *imm)
+{
+	DAT_EVENT ev;
+	DAT_RETURN ret = dat_evd_dequeue(c->recv_evd, &ev);
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+
+	if (ret != DAT_SUCCESS) {
+		if (DAT_GET_TYPE(ret) == DAT_QUEUE_EMPTY)
+			return 0;
+		zd_perf_dat_die(ret, "dat_evd_dequeue");
+	}
+	if (ev.event_number != IB_DTO_EVENT || d->status != DAT_DTO_SUCCESS)
+		dto_failed(&ev, "receive");
+	if (ext_data(&ev)->type != DAT_IB_RDMA_WRITE_IMMED_DATA ||
+	    d->operation != (DAT_DTOS)DAT_IB_DTO_RECV_IMMED)
+		zd_perf_die("a receive completed as IB extension type %d, operation %d: "
+			    "expected DAT_IB_RDMA_WRITE_IMMED_DATA (%d), DAT_IB_DTO_RECV_IMMED (%d)",
+			    (int)ext_data(&ev)->type, (int)d->operation,
+			    (int)DAT_IB_RDMA_WRITE_IMMED_DATA, (int)DAT_IB_DTO_RECV_IMMED);
+	*len = d->transfered_length;
+	*imm = ext_data(&ev)->val.immed.data;
+	return d->user_cookie.as_64;
 }
 
 void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
@@ -672,6 +788,56 @@ void zd_perf_post_recv(struct zd_perf_conn *c, uint64_t cookie)
 		zd_perf_dat_die(ret, "dat_ep_post_recv");
 }
 
+void zd_perf_post_write_imm(struct zd_perf_conn *c, uint32_t size, uint64_t cookie,
+			    uint32_t imm)
+{
+	DAT_DTO_COOKIE ck = { .as_64 = cookie };
+	DAT_LMR_TRIPLET l = {
+		.lmr_context = c->lkey,
+		.virtual_address = (DAT_VADDR)(uintptr_t)(c->buf + c->area_len),
+		.segment_length = size,
+	};
+	DAT_RMR_TRIPLET r = {
+		.rmr_context = c->peer_rkey,
+		.virtual_address = c->peer_addr,
+		.segment_length = size,
+	};
+	DAT_RETURN ret = dat_ib_post_rdma_write_immed(c->ep, 1, &l, ck, &r, imm,
+						      DAT_COMPLETION_DEFAULT_FLAG);
+
+	if (ret != DAT_SUCCESS)
+		zd_perf_dat_die(ret, "dat_ib_post_rdma_write_immed");
+}
+
+void zd_perf_post_atomic(struct zd_perf_conn *c, uint64_t cookie, uint64_t operand,
+			 uint64_t swap)
+{
+	DAT_DTO_COOKIE ck = { .as_64 = cookie };
+	DAT_LMR_TRIPLET l = {
+		.lmr_context = c->lkey,
+		.virtual_address = (DAT_VADDR)(uintptr_t)(c->buf + c->area_len),
+		.segment_length = sizeof(uint64_t),
+	};
+	DAT_RMR_TRIPLET r = {
+		.rmr_context = c->peer_rkey,
+		.virtual_address = c->peer_addr,
+		.segment_length = sizeof(uint64_t),
+	};
+	DAT_RETURN ret;
+
+	if (c->o->atomic == ZD_PERF_CMP_AND_SWAP) {
+		ret = dat_ib_post_cmp_and_swap(c->ep, operand, swap, &l, ck, &r,
+					       DAT_COMPLETION_DEFAULT_FLAG);
+		if (ret != DAT_SUCCESS)
+			zd_perf_dat_die(ret, "dat_ib_post_cmp_and_swap");
+	} else {
+		ret = dat_ib_post_fetch_and_add(c->ep, operand, &l, ck, &r,
+						DAT_COMPLETION_DEFAULT_FLAG);
+		if (ret != DAT_SUCCESS)
+			zd_perf_dat_die(ret, "dat_ib_post_fetch_and_add");
+	}
+}
+
 /* An 8-byte control write from our ctrl line to the peer's; signalled, so
  * req_done tells when it left. */
 static void post_ctrl(struct zd_perf_conn *c, uint64_t *src, size_t peer_off)
@@ -706,6 +872,19 @@ void zd_perf_post_credit(struct zd_perf_conn *c, uint64_t credit)
 	}
 	c->ctrl->out_credit = credit;
 	post_ctrl(c, &c->ctrl->out_credit, offsetof(struct zd_perf_ctrl, in_credit));
+}
+
+void zd_perf_post_count(struct zd_perf_conn *c, uint64_t count)
+{
+	struct zd_perf_waiter w;
+
+	zd_perf_waiter_init(&w, 0, "a count write to complete");
+	while (c->req_done < c->req_posted) {   /* out_count may still be read */
+		zd_perf_poll_req(c);
+		zd_perf_waiter_tick(c, &w);
+	}
+	c->ctrl->out_count = count;
+	post_ctrl(c, &c->ctrl->out_count, offsetof(struct zd_perf_ctrl, in_count));
 }
 
 void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s)

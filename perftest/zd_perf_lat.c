@@ -7,9 +7,17 @@
  *    completion. One-way = RTT/2.
  *  - read: the client times each RDMA read from post to completion; the
  *    server is passive.
+ *  - write_imm: the write ping-pong, but each side waits for the receive
+ *    completion its peer's write with immediate data consumed (perftest's
+ *    ib_write_lat --write_with_imm), reposts it and writes back.
+ *  - atomic: the client times each fetch-and-add or compare-and-swap from
+ *    post to completion (ib_atomic_lat: an atomic is its own round trip);
+ *    the server is passive, and checks its word at the end.
  * The message's last byte carries a 7-bit tag (so a stale byte never passes
  * for a new message) and a "last" bit the client sets on its final message,
- * which is how the server learns the end of a -D run.
+ * which is how the server learns the end of a -D run; write_imm carries the
+ * exchange number and the "last" bit in the immediate data instead, and
+ * checks the tag byte arrived with it.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -98,6 +106,119 @@ static uint64_t write_pingpong(struct zd_perf_conn *c, uint32_t size, uint64_t *
 	return i + 1;
 }
 
+/* write_imm's immediate data: the exchange number, and the client's "last". */
+#define IMM_LAST 0x80000000u
+#define IMM_SEQ  0x7fffffffu
+
+/* Waits for the receive exchange @i's write with immediate data consumed,
+ * checks it (length, exchange number, and the written tag byte visible
+ * once the completion is), reposts it; returns the immediate data. */
+static uint32_t recv_imm(struct zd_perf_conn *c, uint32_t size, uint8_t tag, uint64_t i,
+			 uint64_t *reaped)
+{
+	struct zd_perf_waiter w;
+	uint32_t len, imm;
+	uint64_t ck;
+
+	zd_perf_waiter_init(&w, 0, "the peer's RDMA write with immediate data");
+	while (!(ck = zd_perf_poll_recv_imm(c, &len, &imm))) {
+		reap_req(c, reaped);
+		zd_perf_waiter_tick(c, &w);
+	}
+	if (len != size)
+		zd_perf_die("write with immediate data %" PRIu64 ": the receive says %" PRIu32
+			    " bytes, %" PRIu32 " were written", i, len, size);
+	if ((imm & IMM_SEQ) != (uint32_t)(i & IMM_SEQ))
+		zd_perf_die("write with immediate data %" PRIu64 " carried immediate %#" PRIx32
+			    " (exchange %" PRIu32 ")", i, imm, imm & IMM_SEQ);
+	if (__atomic_load_n(c->buf + size - 1, __ATOMIC_ACQUIRE) != tag)
+		zd_perf_die("write with immediate data %" PRIu64 ": its receive completed before "
+			    "the written data was visible (tag %#x, found %#x)", i, tag,
+			    c->buf[size - 1]);
+	zd_perf_post_recv(c, ck);
+	return imm;
+}
+
+static uint64_t write_imm_pingpong(struct zd_perf_conn *c, uint32_t size, uint64_t *t,
+				   uint64_t cap, uint8_t *seq, uint64_t end_tick)
+{
+	uint8_t *out = c->buf + c->area_len + size - 1;
+	bool client = !c->is_server;
+	uint64_t i, reaped = 0;
+
+	for (i = 0;; i++) {
+		uint8_t tag = next_tag(seq);
+		uint32_t imm;
+
+		if (client)
+			imm = (uint32_t)(i & IMM_SEQ) |
+			      (client_last(c->o, i, end_tick) ? IMM_LAST : 0);
+		else
+			imm = recv_imm(c, size, tag, i, &reaped);       /* echoed back */
+		if (i >= cap)
+			zd_perf_die("the peer sent more messages than agreed (%" PRIu64 ")", cap);
+		wait_reaped(c, &reaped, i);     /* one write in flight at a time */
+		if (t)
+			t[i] = zd_perf_ticks();
+		*out = tag;
+		zd_perf_post_write_imm(c, size, i + 1, imm);
+		if (client)
+			recv_imm(c, size, tag, i, &reaped);
+		if (imm & IMM_LAST)
+			break;
+	}
+	if (t && client)
+		t[i + 1] = zd_perf_ticks();
+	wait_reaped(c, &reaped, i + 1);
+	return i + 1;
+}
+
+/* The client's atomics, each timed from post to completion; the word moves
+ * up by one per operation (ZD_PERF_ATOMIC_SEED), and each earlier value
+ * returned must be the one before: a chain of compare-and-swaps that all
+ * succeed, or fetch-and-adds that none lost. *next: the word's value now. */
+static uint64_t atomic_loop(struct zd_perf_conn *c, uint64_t *t, uint64_t end_tick,
+			    uint64_t *next)
+{
+	const struct zd_perf_opts *o = c->o;
+	volatile uint64_t *result = (volatile uint64_t *)(c->buf + c->area_len);
+	bool cas = o->atomic == ZD_PERF_CMP_AND_SWAP;
+	uint64_t i, reaped = 0, expect = *next;
+
+	for (i = 0;; i++) {
+		if (o->duration_s ? zd_perf_ticks() >= end_tick : i == o->iters)
+			break;
+		*result = ~expect;              /* a completion that wrote nothing fails */
+		if (t)
+			t[i] = zd_perf_ticks();
+		if (cas)
+			zd_perf_post_atomic(c, i + 1, expect, expect + 1);
+		else
+			zd_perf_post_atomic(c, i + 1, 1, 0);
+		wait_reaped(c, &reaped, i + 1);
+		if (*result != expect)
+			zd_perf_die("%s %" PRIu64 " returned %#" PRIx64 " as the word's earlier "
+				    "value; it was %#" PRIx64 "%s", zd_perf_atomic_name(o->atomic),
+				    i, *result, expect, cas ? " (the swap failed)" : "");
+		expect++;
+	}
+	if (t)
+		t[i] = zd_perf_ticks();
+	*next = expect;
+	return i;
+}
+
+/* The server's word after the client's @count operations. */
+static void atomic_check_target(struct zd_perf_conn *c, uint64_t count)
+{
+	uint64_t want = ZD_PERF_ATOMIC_SEED + count;
+	uint64_t got = __atomic_load_n((uint64_t *)c->buf, __ATOMIC_ACQUIRE);
+
+	if (got != want)
+		zd_perf_die("after %" PRIu64 " %s operations the target word is %#" PRIx64
+			    ", not %#" PRIx64, count, zd_perf_atomic_name(c->o->atomic), got, want);
+}
+
 /* Waits for one receive of `size` bytes, reposts it, returns its tag byte. */
 static uint8_t recv_one(struct zd_perf_conn *c, uint32_t size, uint64_t *reaped)
 {
@@ -175,12 +296,13 @@ static uint64_t read_loop(struct zd_perf_conn *c, uint32_t size, uint64_t *t,
 void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j)
 {
 	const struct zd_perf_opts *o = c->o;
-	bool passive = c->is_server && o->verb == ZD_PERF_READ;
+	bool passive = c->is_server && (o->verb == ZD_PERF_READ || o->verb == ZD_PERF_ATOMIC);
 	bool reports = !passive;
 	uint32_t sizes[32];
 	unsigned nsizes = zd_perf_sizes(o, sizes, 32);
 	uint64_t cap = o->duration_s ? UINT64_MAX : o->iters + 1;
 	uint64_t *t = NULL, *d = NULL, t0 = zd_perf_ticks();
+	uint64_t atomic_next = ZD_PERF_ATOMIC_SEED, atomic_count = 0;
 	uint8_t seq = 0;
 
 	if (!o->duration_s) {
@@ -209,9 +331,21 @@ void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j)
 			if (!passive)
 				n = read_loop(c, size, t, end_tick);
 			break;
+		case ZD_PERF_WRITE_IMM:
+			n = write_imm_pingpong(c, size, t, cap, &seq, end_tick);
+			break;
+		case ZD_PERF_ATOMIC:
+			if (!passive) {
+				n = atomic_loop(c, t, end_tick, &atomic_next);
+				atomic_count += n;
+				zd_perf_post_count(c, atomic_count);   /* lands before the sync */
+			}
+			break;
 		}
 		run = zd_perf_ticks() - run;
 		zd_perf_sync(c, passive ? zd_perf_passive_limit(c) : 0);
+		if (o->verb == ZD_PERF_ATOMIC && passive)
+			atomic_check_target(c, __atomic_load_n(&c->ctrl->in_count, __ATOMIC_ACQUIRE));
 		zd_perf_progress(o, size, k, nsizes, t0);
 		if (!reports)
 			continue;
@@ -220,7 +354,9 @@ void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j)
 		 * last one ends on the client, so it has n - 1. */
 		samples = c->is_server ? n - 1 : n;
 		struct zd_perf_lat_result r = { .size = size, .iters = n };
-		double rtt = o->verb == ZD_PERF_READ ? 1.0 : 2.0;
+		/* perftest: a read or an atomic is one round trip, reported
+		 * whole; the ping-pongs report half of theirs. */
+		double rtt = o->verb == ZD_PERF_READ || o->verb == ZD_PERF_ATOMIC ? 1.0 : 2.0;
 
 		if (o->duration_s) {
 			/* No per-message stamps in -D mode: perftest reports
