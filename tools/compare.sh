@@ -14,6 +14,10 @@
 #   zdapl-shm   zd_write_lat, zd_send_lat, zd_write_bw per size (the 8 B
 #               write_bw run gives the message rate), --mem pool and malloc
 #   zdapl-tcp   the same (pool buffers), if its data path answers; else "n/a"
+#   IB extensions  zd_write_imm_lat and zd_atomic_lat (-A FETCH_AND_ADD,
+#               CMP_AND_SWAP) at 8 B beside the 8 B zd_write_lat, over
+#               zdapl-shm, zdapl-tcp and zdapl-mlx5sim (pool buffers; "n/a"
+#               where the device does not advertise the operation)
 #   UCX         ucx_perftest ucp_put_lat, tag_lat, ucp_put_bw
 #               (UCX_TLS=posix,cma,self and UCX_TLS=tcp on lo)
 #   libfabric   fi_pingpong (-p shm -e rdm, -p tcp -e msg -d lo); Debian's
@@ -136,6 +140,7 @@ fi
 
 # ---- zdapl build ------------------------------------------------------------
 if [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" ] ||
+   [ ! -x "$BUILD/perftest/zd_write_imm_lat" ] || [ ! -x "$BUILD/perftest/zd_atomic_lat" ] ||
    [ ! -f "$BUILD/dat.conf" ]; then
 	log "building zdapl in $BUILD"
 	[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null || exit 1
@@ -154,7 +159,7 @@ mkdir -p "$RAW" || exit 1
 LIB=$(awk '$1 == "zdapl-shm" { print $5; exit }' "$BUILD/dat.conf")
 [ -n "$LIB" ] || { log "no zdapl-shm line in $BUILD/dat.conf"; exit 1; }
 mkdir -p "$RAW/bin"
-for b in zd_write_lat zd_send_lat zd_write_bw zd_floor; do
+for b in zd_write_lat zd_send_lat zd_write_bw zd_write_imm_lat zd_atomic_lat zd_floor; do
 	cp "$PERF/$b" "$RAW/bin/" || exit 1
 done
 cp "$LIB" "$RAW/bin/libzdapl.so" || exit 1
@@ -162,6 +167,7 @@ PERF=$RAW/bin
 cat >"$RAW/dat.conf" <<EOF
 zdapl-shm u2.0 nonthreadsafe default $RAW/bin/libzdapl.so dapl.2.0 "shm 127.0.0.1" ""
 zdapl-tcp u2.0 nonthreadsafe default $RAW/bin/libzdapl.so dapl.2.0 "tcp 127.0.0.1" ""
+zdapl-mlx5sim u2.0 nonthreadsafe default $RAW/bin/libzdapl.so dapl.2.0 "mlx5sim" ""
 EOF
 
 # ---- sizes, iterations ------------------------------------------------------
@@ -265,13 +271,20 @@ run_fi() {
 }
 
 # run_zd ia mem test size rep args...: one --loopback run (it forks its server).
+# The tests are the benchmarks' names, and faa_lat / cas_lat for
+# zd_atomic_lat's two operations.
 run_zd() {
 	ia=$1 mem=$2 t=$3 size=$4 rep=$5
 	shift 5
 	f=$RAW/zd-$ia-$mem-$t-$size-$rep.json
 	if over_budget; then record "$ia-$mem" "${ia#zdapl-}" "$t" "$size" "$rep" budget "$f"; return; fi
+	case $t in
+	faa_lat) bin=zd_atomic_lat; set -- -A FETCH_AND_ADD "$@" ;;
+	cas_lat) bin=zd_atomic_lat; set -- -A CMP_AND_SWAP "$@" ;;
+	*) bin=zd_$t ;;
+	esac
 	next_port
-	DAT_OVERRIDE=$RAW/dat.conf timeout 30 "$PERF/zd_$t" --loopback -P "$ia" \
+	DAT_OVERRIDE=$RAW/dat.conf timeout 30 "$PERF/$bin" --loopback -P "$ia" \
 		--mem "$mem" -p $PORT --timeout 10 --json "$f" -s "$size" "$@" >"$f.txt" 2>&1
 	rc=$?
 	record "$ia-$mem" "${ia#zdapl-}" "$t" "$size" "$rep" $rc "$f"
@@ -287,6 +300,19 @@ zd_set() {
 		n=$(bw_iters $s)
 		[ -n "${5:-}" ] && [ $n -gt $5 ] && n=$5
 		run_zd "$1" "$2" write_bw $s "$3" -n $n
+	done
+}
+
+# zd_ext ia rep [latency-iterations cap]: the IB extensions at 8 B (exit 77
+# where the device does not advertise one: the report says n/a). Beside the
+# 8 B write zd_set measured; mlx5sim, which zd_set does not run, measures
+# that write here too.
+zd_ext() {
+	n=$(lat_iters 8)
+	[ -n "${3:-}" ] && [ $n -gt $3 ] && n=$3
+	[ "$1" = zdapl-mlx5sim ] && run_zd "$1" pool write_lat 8 "$2" -n $n
+	for t in write_imm_lat faa_lat cas_lat; do
+		run_zd "$1" pool $t 8 "$2" -n $n
 	done
 }
 
@@ -334,6 +360,19 @@ if [ "$rc" = 0 ]; then
 else
 	log "zdapl-tcp: no data path yet (exit $rc)"
 fi
+# zdapl-mlx5sim (the software mlx5 NIC; extension table only): the same probe
+# and iteration cap as tcp.
+ZD_MLX5SIM=0
+run_zd zdapl-mlx5sim pool write_lat 8 0 -n 100
+rc=$(tail -n 1 "$RAW/index.tsv" | cut -f6)
+if [ "$rc" = 0 ]; then
+	lat=$(json_val "$RAW/zd-zdapl-mlx5sim-pool-write_lat-8-0.json" t_typical)
+	ZD_MLX5SIM_LAT_CAP=$(awk -v l="$lat" 'BEGIN { n = l > 0 ? 1e6 / l : 20; if (n < 20) n = 20; printf "%d", n }')
+	ZD_MLX5SIM=1
+	log "zdapl-mlx5sim answers (8 B: $lat us): iterations capped at $ZD_MLX5SIM_LAT_CAP"
+else
+	log "zdapl-mlx5sim: no data path (exit $rc)"
+fi
 
 # Rounds are whole or not at all (the report keeps only complete rounds, so
 # every system gets as many tries): a round starts only if the last one
@@ -358,6 +397,9 @@ while [ $rep -le $REPS ]; do
 	zd_set zdapl-shm pool $rep
 	zd_set zdapl-shm malloc $rep
 	[ $ZD_TCP = 1 ] && zd_set zdapl-tcp pool $rep $ZD_TCP_LAT_CAP $ZD_TCP_BW_CAP
+	zd_ext zdapl-shm $rep
+	[ $ZD_TCP = 1 ] && zd_ext zdapl-tcp $rep $ZD_TCP_LAT_CAP
+	[ $ZD_MLX5SIM = 1 ] && zd_ext zdapl-mlx5sim $rep $ZD_MLX5SIM_LAT_CAP
 	if [ $HAVE_UCX = 1 ]; then
 		log "round $rep/$REPS: UCX ($(($(date +%s) - T0))s)"
 		ucx_set shm posix,cma,self $rep

@@ -102,11 +102,19 @@ def best(old, new, lower):
     return min(old, new) if lower else max(old, new)
 
 
+# The IB extension runs at 8 B (zd_write_imm_lat, zd_atomic_lat -A ...),
+# in the order of the extension table's columns.
+EXT_TESTS = ("write_imm_lat", "faa_lat", "cas_lat")
+
+
 class System:
-    def __init__(self, key, label, cls, peer=False, floor=False):
+    def __init__(self, key, label, cls, peer=False, floor=False, ext_only=False):
         self.key, self.label, self.cls = key, label, cls
         self.peer, self.floor = peer, floor
+        self.ext_only = ext_only    # only in the extension table
         self.write_lat, self.send_lat, self.bw = {}, {}, {}
+        self.ext = {}               # EXT_TESTS -> best median latency, usec
+        self.ext_na = {}            # EXT_TESTS -> why not measured (skipped)
         self.mr8 = None
         self.na = None          # whole system not measured: why
         self.errors = []
@@ -147,6 +155,7 @@ def load(raw, sizes, args):
     ft.bw_name = "TCP stream"
     add(System("zdapl-tcp-pool", "zdapl-tcp, pool buffers", "tcp"))
     add(System("zdapl-tcp-malloc", "zdapl-tcp, malloc buffers", "tcp"))
+    add(System("zdapl-mlx5sim-pool", "zdapl-mlx5sim, pool buffers", "mlx5sim", ext_only=True))
     u = add(System("UCX-tcp", "UCX tcp (lo)", "tcp", peer=True))
     u.write_name, u.send_name, u.bw_name = "ucp_put_lat", "tag_lat", "ucp_put_bw"
     l = add(System("libfabric-tcp", "libfabric tcp (fi_pingpong, lo)", "tcp", peer=True))
@@ -161,7 +170,7 @@ def load(raw, sizes, args):
     idx = [p for p in idx if p[4] not in cut]
     args.reps = len(reps - cut)
     floor = {"cacheline": None, "memcpy": {}, "memcpy_mr": {}, "tcp_pp": {}, "tcp_stream": {}}
-    zd_tcp_rc = None
+    zd_tcp_rc = zd_mlx5sim_rc = None
     budget_cut = bool(cut)
     for system, cls, test, size, rep, rc, path in idx:
         if system == "floor":
@@ -181,17 +190,27 @@ def load(raw, sizes, args):
                 floor["tcp_stream"][r["bytes"]] = best(floor["tcp_stream"].get(r["bytes"]),
                                                        r["bw_avg"], False)
         elif system.startswith("zdapl-"):
-            if system.startswith("zdapl-tcp") and rep == "0":     # the probes
-                if test == "write_lat":
+            if rep == "0":      # the probes of tcp and mlx5sim
+                if test == "write_lat" and system.startswith("zdapl-tcp"):
                     zd_tcp_rc = (rc, last_error(path + ".txt"))
+                elif test == "write_lat" and system.startswith("zdapl-mlx5sim"):
+                    zd_mlx5sim_rc = (rc, last_error(path + ".txt"))
                 continue
             s = sy[system]
+            if test in EXT_TESTS and rc == "77":
+                # skipped: the provider does not advertise the operation
+                s.ext_na[test] = last_error(path + ".txt")
+                continue
             d = read_json(path) if rc == "0" else None
             if not d:
                 s.errors.append("%s %s B exit %s: %s" % (test, size, rc, last_error(path + ".txt")))
                 continue
             for r in d.get("results", []):
                 b = r["bytes"]
+                if test in EXT_TESTS:
+                    if b == 8:
+                        s.ext[test] = best(s.ext.get(test), r["t_typical"], True)
+                    continue
                 if b not in sizes:
                     continue
                 if test == "write_lat":
@@ -237,6 +256,10 @@ def load(raw, sizes, args):
         t.na = "n/a (no tcp transport yet)"
         t.errors.append("probe zd_write_lat -P zdapl-tcp -s 8 exit %s: %s" % zd_tcp_rc)
         sy = {(k if k != "zdapl-tcp-pool" else "zdapl-tcp"): v for k, v in sy.items()}
+    if zd_mlx5sim_rc is not None and zd_mlx5sim_rc[0] != "0":
+        m = sy["zdapl-mlx5sim-pool"]
+        m.label, m.na = "zdapl-mlx5sim", "n/a (no mlx5sim data path)"
+        m.errors.append("probe zd_write_lat -P zdapl-mlx5sim -s 8 exit %s: %s" % zd_mlx5sim_rc)
     # zdapl-tcp runs with pool buffers only: no empty malloc row.
     m = sy.get("zdapl-tcp-malloc")
     if m is not None and not (m.write_lat or m.send_lat or m.bw or m.errors):
@@ -318,6 +341,8 @@ def floor_of(sy, cls):
 def build_rows(sy, sizes):
     rows = []
     for s in sy.values():
+        if s.ext_only:
+            continue
         if s.na:
             rows.append({"system": s.label, "key": s.key, "class": s.cls, "size": None, "na": s.na})
             continue
@@ -336,6 +361,31 @@ def build_rows(sy, sizes):
                 r["mr8_x_floor"] = ratio(s.mr8, fl.mr8)
                 r["mr8_x_peer"] = ratio(s.mr8, pb)
             rows.append(r)
+    return rows
+
+
+def build_ext_rows(sy):
+    """The 8 B write beside write-with-immediate and the atomics, per zdapl
+    device: write and write+imm are one-way (ping-pong RTT / 2), an atomic
+    is its own round trip (post to completion), so it is set against the
+    write's round trip (2x its one-way)."""
+    rows = []
+    for key in ("zdapl-shm-pool", "zdapl-tcp-pool", "zdapl-tcp", "zdapl-mlx5sim-pool"):
+        s = sy.get(key)
+        if s is None:
+            continue
+        r = {"system": s.label, "key": s.key, "na": s.na}
+        if s.na:
+            rows.append(r)
+            continue
+        w = s.write_lat.get(8)
+        r["write_lat"] = w
+        for t in EXT_TESTS:
+            r[t] = s.ext.get(t)
+            r[t + "_na"] = "n/a (not advertised)" if t in s.ext_na and r[t] is None else None
+            ref = w if t == "write_imm_lat" else (2 * w if w is not None else None)
+            r[t + "_x_write"] = ratio(r[t], ref)
+        rows.append(r)
     return rows
 
 
@@ -451,6 +501,27 @@ def table(rows):
     return lines
 
 
+EXT_HEAD = ["system", "write lat us", "write+imm lat us", "x write",
+            "FAA us", "x write RTT", "CAS us", "x write RTT"]
+
+
+def ext_table(rows):
+    lines = ["| " + " | ".join(EXT_HEAD) + " |",
+             "|" + "|".join("---" if i < 1 else "---:" for i in range(len(EXT_HEAD))) + "|"]
+    for r in rows:
+        if r["na"]:
+            cells = [r["system"], r["na"]] + ["-"] * (len(EXT_HEAD) - 2)
+        else:
+            cells = [r["system"], fnum(r["write_lat"], "lat")]
+            for t in EXT_TESTS:
+                if r[t + "_na"]:
+                    cells += [r[t + "_na"], "-"]
+                else:
+                    cells += [fnum(r[t], "lat"), fnum(r[t + "_x_write"], "x")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def tool_version(cmd, pat):
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
@@ -469,7 +540,7 @@ def git_rev(root):
         return "?"
 
 
-def report(sy, floor, rows, gl, args, budget_cut):
+def report(sy, floor, rows, ext_rows, gl, args, budget_cut):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = platform.node()
     try:
@@ -523,6 +594,18 @@ def report(sy, floor, rows, gl, args, budget_cut):
              "no tcp message-rate floor. x floor = system / floor; x peer = system / best of UCX "
              "and libfabric in the same class (lowest latency, highest streamed bandwidth); "
              "latency ratios < 1 and bandwidth ratios > 1 are better." % fnum(cl, "lat"))
+    L.append("")
+    L.append("## IB extensions at 8 B, beside the plain RDMA write")
+    L.append("")
+    L += ext_table(ext_rows)
+    L.append("")
+    L.append("Same run, pool buffers, median in usec. *write* is zd_write_lat and *write+imm* "
+             "zd_write_imm_lat (ib_write_lat --write_with_imm: each side waits for the receive "
+             "the immediate consumed): one-way, round trip / 2. *FAA* and *CAS* are "
+             "zd_atomic_lat -A FETCH_AND_ADD / CMP_AND_SWAP (ib_atomic_lat): post to completion "
+             "of one atomic, a whole round trip, so x write RTT sets them against 2x the write's "
+             "one-way latency. n/a (not advertised): the device does not offer the operation "
+             "(dat_ia_query's provider attributes), the benchmark skipped.")
     errs = [(s.label, e) for s in sy.values() for e in s.errors]
     if errs:
         L.append("")
@@ -713,6 +796,9 @@ def check(path):
     if numbers < 20:
         print("check: only %d numbers in the table" % numbers)
         return 1
+    n_ext = check_ext(lines)
+    if n_ext is None:
+        return 1
     try:
         gi = next(i for i, l in enumerate(lines) if l.startswith("## Goals"))
     except StopIteration:
@@ -722,8 +808,45 @@ def check(path):
     if len(g) < 7 or not all(re.search(r"\*\*(met|missed|not measured)", l) for l in g):
         print("check: goals block incomplete")
         return 1
-    print("check: %s: %d rows, %d systems, %d numbers, %d goals" % (path, rows, len(systems), numbers, len(g)))
+    print("check: %s: %d rows, %d systems, %d numbers, %d goals, %d extension rows" % (
+        path, rows, len(systems), numbers, len(g), n_ext))
     return 0
+
+
+def check_ext(lines):
+    """The extension table: its header, then rows of numbers, '-' or n/a
+    with a reason; zdapl-shm's among them. Its row count, or None."""
+    try:
+        h = next(i for i, l in enumerate(lines) if l.startswith("| system | write lat us | write+imm"))
+    except StopIteration:
+        print("check: no IB extension table")
+        return None
+    head = [c.strip() for c in lines[h].strip("|").split("|")]
+    if head != EXT_HEAD:
+        print("check: unexpected extension header %r" % head)
+        return None
+    n, shm = 0, False
+    for l in lines[h + 2:]:
+        if not l.startswith("|"):
+            break
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        if len(cells) != len(EXT_HEAD):
+            print("check: extension row with %d cells, want %d: %s" % (len(cells), len(EXT_HEAD), l))
+            return None
+        shm = shm or cells[0].startswith("zdapl-shm")
+        for c in cells[1:]:
+            if c in ("", "-") or c.startswith("n/a"):
+                continue
+            try:
+                float(c)
+            except ValueError:
+                print("check: not a number: %r in %s" % (c, l))
+                return None
+        n += 1
+    if not shm:
+        print("check: no zdapl-shm row in the extension table")
+        return None
+    return n
 
 
 # ------------------------------------------------------------------- main ---
@@ -750,11 +873,12 @@ def main():
     sizes = [int(s) for s in args.sizes.split()]
     sy, floor, cut = load(args.raw, sizes, args)
     rows = build_rows(sy, sizes)
+    ext_rows = build_ext_rows(sy)
     gl = goals(sy)
     png_ok = plot(sy, floor, args, sizes) if args.png else False
     if not png_ok:
         args.png = None
-    text, meta = report(sy, floor, rows, gl, args, cut)
+    text, meta = report(sy, floor, rows, ext_rows, gl, args, cut)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
@@ -764,7 +888,7 @@ def main():
                        "floor": {"cacheline_oneway_us": floor["cacheline"],
                                  "memcpy_mbs": floor["memcpy"], "memcpy_mmsgs": floor["memcpy_mr"],
                                  "tcp_pingpong_us": floor["tcp_pp"], "tcp_stream_mbs": floor["tcp_stream"]},
-                       "rows": rows, "goals": gl,
+                       "rows": rows, "ext_rows": ext_rows, "goals": gl,
                        "errors": {s.label: s.errors for s in sy.values() if s.errors},
                        "png": args.png, "markdown": os.path.abspath(args.out)}, f, indent=1)
     sys.stdout.write(text)
