@@ -53,6 +53,9 @@ struct zd_ud_token {
 	uint8_t cm_live;                     /* dat_ib_ud_cm_free not called yet */
 	struct zd_ep *ep;                    /* whose event it came with */
 	_Atomic(struct zd_ud_dev_ah *) dev_ah;
+	/* The event's private data (its connect_event_data points here):
+	 * the token's own, since an EP may have many events queued. */
+	void *pdata;
 };
 
 struct zd_ud {
@@ -184,6 +187,8 @@ static void token_retire(struct zd_ud *ud, uint32_t idx, struct zd_ud_token *t)
 	atomic_store_explicit(&t->ah_live, 0, memory_order_relaxed);
 	t->cm_live = 0;
 	t->ep = NULL;
+	free(t->pdata);
+	t->pdata = NULL;
 	/* release: a reader holding the old generation fails its re-check. */
 	atomic_store_explicit(&t->gen, atomic_load_explicit(&t->gen, memory_order_relaxed) + 2,
 			      memory_order_release);
@@ -200,26 +205,35 @@ static void token_retire(struct zd_ud *ud, uint32_t idx, struct zd_ud_token *t)
 }
 
 DAT_RETURN zd_ud_issue(struct zd_ep *ep, const void *blob, size_t len,
-		       const struct sockaddr_in *peer_ia, DAT_IB_ADDR_HANDLE *ah, uint64_t *cm)
+		       const struct sockaddr_in *peer_ia, const void *pdata, size_t pdata_len,
+		       DAT_IB_ADDR_HANDLE *ah, uint64_t *cm, const void **pdata_copy)
 {
 	struct zd_ia *ia = ep->obj.ia;
 	struct zd_ud *ud = ud_get(ia);
+	void *copy = pdata_len ? malloc(pdata_len) : NULL;
 	struct zd_ud_dev_ah *d;
 	struct zd_ud_token *t;
 	int64_t idx;
 	uint32_t gen;
 
-	if (!ud)
+	if (!ud || (pdata_len && !copy)) {
+		free(copy);
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
+	if (copy)
+		memcpy(copy, pdata, pdata_len);
 	pthread_mutex_lock(&ud->lock);
 	d = dev_ah_get(ia, ud, blob, len);
 	idx = d ? token_alloc(ud) : -1;
 	if (idx < 0) {
 		pthread_mutex_unlock(&ud->lock);
+		free(copy);
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
 	t = token_at(ud, (uint32_t)idx);
 	t->ep = ep;
+	t->pdata = copy;
+	*pdata_copy = copy;
 	t->cm_live = 1;
 	atomic_store_explicit(&t->dev_ah, d, memory_order_relaxed);
 	atomic_store_explicit(&t->ah_live, 1, memory_order_relaxed);
@@ -327,6 +341,8 @@ void zd_ud_ia_fini(struct zd_ia *ia)
 		ia->dev->ud_ah_destroy(ia, ud->cache[i]->dev);
 		free(ud->cache[i]);
 	}
+	for (uint32_t i = 0; i < ud->ntokens; i++)
+		free(token_at(ud, i)->pdata);
 	for (uint32_t c = 0; c < ZD_UD_CHUNKS; c++)
 		free(atomic_load_explicit(&ud->chunks[c], memory_order_relaxed));
 	free(ud->cache);

@@ -12,9 +12,13 @@ struct zd_ia;
 
 /* For a UD connection event of @ep: a new address handle (*ah, for the
  * event's DAT_IB_ADDR_HANDLE) and CM handle (*cm, its context) for the
- * remote UD QP whose blob is @blob, of the IA at @peer_ia.  Control path. */
+ * remote UD QP whose blob is @blob, of the IA at @peer_ia, and a copy of
+ * the event's private data (*pdata_copy, NULL if none) that lives as long
+ * as the handles: an EP may have many such events queued at once.
+ * Control path. */
 DAT_RETURN zd_ud_issue(struct zd_ep *ep, const void *blob, size_t len,
-		       const struct sockaddr_in *peer_ia, DAT_IB_ADDR_HANDLE *ah, uint64_t *cm);
+		       const struct sockaddr_in *peer_ia, const void *pdata, size_t pdata_len,
+		       DAT_IB_ADDR_HANDLE *ah, uint64_t *cm, const void **pdata_copy);
 
 /* dat_ep_free of a UD EP: the handles its events gave out die. */
 void zd_ud_ep_release(struct zd_ep *ep);

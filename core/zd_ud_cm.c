@@ -22,7 +22,9 @@
 #include "evd/zd_evd.h"
 
 /* Posts a UD connection event of @type (extension type @xtype) on @ep's
- * connect EVD; @ah/@cm for an ESTABLISHED one (NULL: none). */
+ * connect EVD; @ah/@cm for an ESTABLISHED one (NULL: none), whose @pdata
+ * is already the token's own copy (zd_ud_issue); other events' private
+ * data is copied into the EP's. */
 static void ud_event(struct zd_ep *ep, DAT_IB_EVENT_NUMBER type, DAT_IB_EXT_TYPE xtype,
 		     const void *pdata, size_t len, const DAT_IB_ADDR_HANDLE *ah, uint64_t cm)
 {
@@ -36,9 +38,12 @@ static void ud_event(struct zd_ep *ep, DAT_IB_EVENT_NUMBER type, DAT_IB_EXT_TYPE
 	ev.evd_handle = ep->connect_evd;
 	ev.event_data.connect_event_data.ep_handle = ep;
 	if (len) {
-		memcpy(ep->cm_pdata, pdata, len);
-		ep->cm_pdata_len = (DAT_COUNT)len;
-		ev.event_data.connect_event_data.private_data = ep->cm_pdata;
+		if (!ah) {
+			memcpy(ep->cm_pdata, pdata, len);
+			ep->cm_pdata_len = (DAT_COUNT)len;
+			pdata = ep->cm_pdata;
+		}
+		ev.event_data.connect_event_data.private_data = (DAT_PVOID)pdata;
 		ev.event_data.connect_event_data.private_data_size = (DAT_COUNT)len;
 	}
 	x->type = xtype;
@@ -66,15 +71,16 @@ static void ud_established(struct zd_ep *ep, const struct sockaddr_in *peer, con
 {
 	struct sockaddr_in ia = *peer;
 	DAT_IB_ADDR_HANDLE ah;
+	const void *copy = NULL;
 	uint64_t cm;
 
 	ia.sin_port = 0;
-	if (zd_ud_issue(ep, blob, blob_len, &ia, &ah, &cm) != DAT_SUCCESS) {
+	if (zd_ud_issue(ep, blob, blob_len, &ia, pdata, len, &ah, &cm, &copy) != DAT_SUCCESS) {
 		ud_event(ep, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR, NULL, 0,
 			 NULL, 0);
 		return;
 	}
-	ud_event(ep, DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED, xtype, pdata, len, &ah, cm);
+	ud_event(ep, DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED, xtype, copy, len, &ah, cm);
 }
 
 void zd_cm_ud_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body)
