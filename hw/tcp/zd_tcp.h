@@ -6,7 +6,8 @@
  * zd_tcp_post.c (posts, SRQ), zd_tcp_qp.c (QP lifetime and its sockets),
  * zd_tcp_progress.c (the progress flag and its work loop), zd_tcp_tx.c
  * (frames out, request completions), zd_tcp_rx.c (frames in: checks,
- * dispatch, placement), zd_tcp_flush.c (disconnect, flush, breaking).
+ * dispatch, placement), zd_tcp_flush.c (disconnect, flush, breaking),
+ * zd_tcp_ud.c (unreliable datagrams: zd_tcp_ud.h).
  *
  * Model: one non-blocking TCP socket per connected QP, driven by whoever
  * progresses the QP (the consumer's polls, or the IA's thread: below):
@@ -154,6 +155,7 @@ struct zd_tcp_seg {
 struct zd_tcp_cq;
 struct zd_tcp_qp;
 struct zd_tcp_srq;
+struct zd_tcp_ud;
 
 struct zd_tcp_ia {
 	struct zd_ia *ia;
@@ -228,6 +230,7 @@ struct zd_tcp_qp {
 	struct zd_tcp_qp *next;           /* tia->qps */
 	struct zd_tcp_cq *recv_cq, *req_cq;
 	struct zd_tcp_srq *srq;
+	struct zd_tcp_ud *ud;              /* a UD QP (zd_tcp_ud.h); NULL: RC */
 
 	_Atomic uint32_t error;           /* flushed: every DTO completes flushed */
 	_Atomic uint32_t want;            /* work asked of the progress holder */

@@ -16,6 +16,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
 #include "hw/tcp/zd_tcp.h"
+#include "hw/tcp/zd_tcp_ud.h"
 
 static const struct zd_device_limits tcp_limits = {
 	.max_eps = 4096,
@@ -34,6 +35,7 @@ static const struct zd_device_limits tcp_limits = {
 	.max_recv_per_srq = 16384,
 	.max_private_data = 256,
 	.max_inline = 0,
+	.max_ud_payload = ZD_TCP_UD_MAX_PAYLOAD,  /* one UDP datagram (zd_tcp_ud_wire.h) */
 };
 
 static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
@@ -114,6 +116,9 @@ static const struct zd_device_ops zd_tcp_ops = {
 	.qp_flush = zd_tcp_qp_flush,
 	.qp_reset = zd_tcp_qp_reset,
 	.qp_destroy = zd_tcp_qp_destroy,
+	.ud_ah_create = zd_tcp_ud_ah_create,
+	.ud_ah_destroy = zd_tcp_ud_ah_destroy,
+	.post_send_ud = zd_tcp_post_send_ud,
 	.srq_create = zd_tcp_srq_create,
 	.srq_resize = zd_tcp_srq_resize,
 	.srq_destroy = zd_tcp_srq_destroy,

@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include "hw/tcp/zd_tcp.h"
+#include "hw/tcp/zd_tcp_ud.h"
 
 void zd_tcp_qp_lock(struct zd_tcp_qp *qp)
 {
@@ -25,6 +26,10 @@ void zd_tcp_qp_unlock(struct zd_tcp_qp *qp)
 
 void zd_tcp_qp_work(struct zd_tcp_qp *qp, uint32_t want)
 {
+	if (ZD_UNLIKELY(qp->ud)) {
+		zd_tcp_ud_work(qp, want);
+		return;
+	}
 	if (want & ZD_TCP_W_FLUSH) {
 		if (!qp->flushed)
 			ZD_TCP_QP_WHY(qp, "flush asked (disconnect, reset, local check)");

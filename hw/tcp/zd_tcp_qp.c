@@ -23,6 +23,7 @@
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
 #include "hw/tcp/zd_tcp.h"
+#include "hw/tcp/zd_tcp_ud.h"
 
 static uint32_t pow2_at_least(uint64_t v, uint32_t min)
 {
@@ -129,6 +130,7 @@ static void qp_free(struct zd_tcp_qp *qp)
 	free(qp->sq);
 	free(qp->eager_buf);
 	free(qp->rx_buf);
+	free(qp->ud);
 	free(qp);
 }
 
@@ -152,14 +154,24 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	qp->rq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_recv_dtos, 1), 1);
 	qp->sq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_request_dtos, 1), 1);
 	qp->rq = calloc(qp->rq_depth, sizeof(*qp->rq));
-	qp->sq = calloc(qp->sq_depth, sizeof(*qp->sq));
-	/* calloc of this size maps fresh pages: they cost memory only once
-	 * an early send lands there. */
-	qp->eager_buf = calloc(ZD_TCP_EAGER_SLOTS, ZD_TCP_EAGER_SIZE);
-	qp->rx_buf = malloc(ZD_TCP_RX_STAGE);
-	if (!qp->rq || !qp->sq || !qp->eager_buf || !qp->rx_buf || qp_listen(qp) != 0)
+	if (!qp->rq)
 		goto err;
-	qp_state_init(qp);
+	if (zd_ep_is_ud(ep)) {
+		/* A receive queue and a datagram socket: no send queue, no
+		 * connection (zd_tcp_ud.c). */
+		qp_state_init(qp);
+		if (zd_tcp_ud_open(qp) != 0)
+			goto err;
+	} else {
+		qp->sq = calloc(qp->sq_depth, sizeof(*qp->sq));
+		/* calloc of this size maps fresh pages: they cost memory
+		 * only once an early send lands there. */
+		qp->eager_buf = calloc(ZD_TCP_EAGER_SLOTS, ZD_TCP_EAGER_SIZE);
+		qp->rx_buf = malloc(ZD_TCP_RX_STAGE);
+		if (!qp->sq || !qp->eager_buf || !qp->rx_buf || qp_listen(qp) != 0)
+			goto err;
+		qp_state_init(qp);
+	}
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
 	qp->req_cq = ep->request_evd ? ep->request_evd->cq_priv : NULL;
 	pthread_mutex_lock(&tia->lock);
@@ -175,6 +187,10 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	tia->qps = qp;
 	pthread_mutex_unlock(&tia->lock);
 	ep->dev_priv = qp;
+	/* A UD QP reads from now on (listed first: the IA's thread serves
+	 * only listed QPs). */
+	if (qp->ud)
+		zd_tcp_qp_auto_arm(qp);
 	return DAT_SUCCESS;
 err_unlock:
 	pthread_mutex_unlock(&tia->lock);
@@ -190,6 +206,8 @@ size_t zd_tcp_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 
 	if (!qp || max < sizeof(b))
 		return 0;
+	if (qp->ud)
+		return zd_tcp_ud_blob(qp, blob, max);
 	/* A QP used by an earlier connection and not reset: start over
 	 * (new listener and token) before its blob goes out. */
 	if (__atomic_load_n(&qp->stale, __ATOMIC_ACQUIRE) && zd_tcp_qp_reset(ep) != DAT_SUCCESS)
@@ -211,7 +229,7 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	struct sockaddr_in sa;
 	int fd;
 
-	if (!qp)
+	if (!qp || qp->ud)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (len == 0) {
 		/* A peer without a data path (a bare CM peer): connected,
@@ -280,7 +298,8 @@ DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep)
 	struct zd_tcp_qp *qp = ep->dev_priv;
 	int rc;
 
-	if (!qp)
+	/* (A UD EP is never DISCONNECTED: dat_ep_reset does not reach here.) */
+	if (!qp || qp->ud)
 		return DAT_SUCCESS;
 	atomic_store(&qp->error, 1);
 	zd_tcp_qp_lock(qp);
