@@ -8,16 +8,17 @@
 #
 #   tools/run_fuzz.sh [seconds per harness] [harness...]
 #
-# Default: 25 s for each of fuzz_tcp_frame and fuzz_cm_frame (CI).  Work
-# directory: $ZD_FUZZ_DIR (default build/fuzz); new inputs libFuzzer finds
-# go to <work>/corpus/<harness>, never into the committed corpus.
+# Default: 25 s for each of fuzz_tcp_frame, fuzz_cm_frame and fuzz_tcp_ud
+# (CI).  Work directory: $ZD_FUZZ_DIR (default build/fuzz); new inputs
+# libFuzzer finds go to <work>/corpus/<harness>, never into the committed
+# corpus.
 # Without clang or its libFuzzer runtime it says so and exits 0.
 set -u
 cd "$(dirname "$0")/.."
 
 secs=${1:-25}
 [ $# -gt 0 ] && shift
-harnesses=${*:-fuzz_tcp_frame fuzz_cm_frame}
+harnesses=${*:-fuzz_tcp_frame fuzz_cm_frame fuzz_tcp_ud}
 work=${ZD_FUZZ_DIR:-build/fuzz}
 
 cc=""
@@ -47,6 +48,7 @@ sources() { # harness -> the sources it is built from
 	case $1 in
 	fuzz_tcp_frame) echo tests/fuzz/fuzz_tcp_frame.c hw/tcp/zd_tcp_wire.c ;;
 	fuzz_cm_frame) echo tests/fuzz/fuzz_cm_frame.c ;;
+	fuzz_tcp_ud) echo tests/fuzz/fuzz_tcp_ud.c hw/tcp/zd_tcp_ud_wire.c ;;
 	*) return 1 ;;
 	esac
 }

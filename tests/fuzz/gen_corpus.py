@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of tests/fuzz (corpus/fuzz_tcp_frame, corpus/fuzz_cm_frame):
+"""Writes the seed corpora of tests/fuzz (corpus/fuzz_tcp_frame, corpus/fuzz_cm_frame,
+corpus/fuzz_tcp_ud):
 valid frames of every op and message type, and truncated, oversized and
 malformed ones.  The files are committed; rerun after a wire change.
-Layouts: hw/tcp/zd_tcp_wire.h, core/zd_cm_wire.h, and struct cfg in
+Layouts: hw/tcp/zd_tcp_wire.h, hw/tcp/zd_tcp_ud_wire.h, core/zd_cm_wire.h, and struct cfg in
 fuzz_tcp_frame.c."""
 import os
 import struct
@@ -159,6 +160,49 @@ def cm_seeds():
     return s
 
 
+# ---- tcp UD: a selector byte, then a blob, or a receive size and a datagram
+UD_MAGIC, UD_BLOB_MAGIC, UD_VERSION, UD_OP = 0x4455445A, 0x4C424455, 1, 1
+UD_QPN, UD_KEY = 7, 0x1122334455667788
+
+
+def ud_blob(magic=UD_BLOB_MAGIC, version=UD_VERSION, port=0x3412, addr=0x0100007F, qpn=3, key=9):
+    # port and addr in network order, as the device writes them
+    return struct.pack('<IHHIIQ', magic, version, port, addr, qpn, key)
+
+
+def ud_dgram(payload=b'', ln=None, qpn=UD_QPN, key=UD_KEY, magic=UD_MAGIC, version=UD_VERSION,
+             op=UD_OP, reserved=0):
+    ln = len(payload) if ln is None else ln
+    return struct.pack('<IBBHIIQ', magic, version, op, reserved, qpn, ln, key) + payload
+
+
+def ud_seeds():
+    s = {}
+    s['blob'] = b'\0' + ud_blob()
+    s['blob_short'] = b'\0' + ud_blob()[:-1]
+    s['blob_long'] = b'\0' + ud_blob() + b'x'
+    s['blob_bad_magic'] = b'\0' + ud_blob(magic=UD_MAGIC)
+    s['blob_bad_version'] = b'\0' + ud_blob(version=2)
+    s['blob_port0'] = b'\0' + ud_blob(port=0)
+    s['blob_addr0'] = b'\0' + ud_blob(addr=0)
+    s['blob_empty'] = b'\0'
+    fit = bytes([(40 + 64) // 4])
+    s['dgram'] = b'\1' + fit + ud_dgram(b'D' * 64)
+    s['dgram_empty'] = b'\1' + bytes([10]) + ud_dgram()
+    s['dgram_too_big'] = b'\1' + fit + ud_dgram(b'D' * 65)
+    s['dgram_small_recv'] = b'\1' + bytes([9]) + ud_dgram(b'd')
+    s['dgram_short'] = b'\1' + fit + ud_dgram(b'D' * 8)[:20]
+    s['dgram_len_lies'] = b'\1' + fit + ud_dgram(b'D' * 8, ln=9)
+    s['dgram_len_huge'] = b'\1' + fit + ud_dgram(b'D' * 8, ln=0xFFFFFFFF)
+    s['dgram_other_qp'] = b'\1' + fit + ud_dgram(b'D' * 8, qpn=8)
+    s['dgram_wrong_key'] = b'\1' + fit + ud_dgram(b'D' * 8, key=UD_KEY ^ 1)
+    s['dgram_bad_magic'] = b'\1' + fit + ud_dgram(b'D', magic=0)
+    s['dgram_bad_version'] = b'\1' + fit + ud_dgram(b'D', version=0)
+    s['dgram_bad_op'] = b'\1' + fit + ud_dgram(b'D', op=2)
+    s['dgram_reserved'] = b'\1' + fit + ud_dgram(b'D', reserved=1)
+    return s
+
+
 def write(sub, seeds):
     d = os.path.join(HERE, 'corpus', sub)
     os.makedirs(d, exist_ok=True)
@@ -173,3 +217,4 @@ def write(sub, seeds):
 if __name__ == '__main__':
     write('fuzz_tcp_frame', tcp_seeds())
     write('fuzz_cm_frame', cm_seeds())
+    write('fuzz_tcp_ud', ud_seeds())
