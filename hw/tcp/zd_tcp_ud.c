@@ -266,7 +266,9 @@ static uint32_t recv_iov(const struct zd_tcp_recv *r, struct iovec *v)
 }
 
 /* The kernel's count of datagrams it dropped on this socket (a full
- * receive buffer), when a control message carries it. */
+ * receive buffer), when a control message carries it: the kernel stamps
+ * its running count on each datagram it queues, so drops are learnt with
+ * the next datagram that got in. */
 static void rx_overflow(struct zd_tcp_qp *qp, struct msghdr *m)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))

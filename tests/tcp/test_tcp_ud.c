@@ -6,8 +6,9 @@
  * offset 40 of the receive and its length + 40, several EPs and several
  * exchanges on one EP, order, the largest datagram and one past it, a
  * receive too small, datagrams with no receive posted (dropped and
- * counted), forged and stale ones, an SRQ, bad local keys, freeing
- * address and CM handles, and freeing an EP with receives posted.
+ * counted), more than the socket holds (the kernel's drops counted too),
+ * forged and stale ones, an SRQ, bad local keys, freeing address and CM
+ * handles, and freeing an EP with receives posted.
  *
  * The drop counts are read from the device's ZDAPL_TCP_DEBUG=1 lines,
  * which these tests send to a file (log_start).
@@ -718,6 +719,69 @@ Test(tcp_ud, no_recv_thread, .timeout = 60)
 Test(tcp_ud, no_recv_manual, .timeout = 60)
 {
 	no_recv(&tcp_manual);
+}
+
+/* ---- more than the socket holds while nobody reads (progress=manual,
+ * the receiver not polling): the kernel drops the rest, and its count
+ * reaches ours when the receiver polls again ---- */
+
+Test(tcp_ud, socket_overflow_counted, .timeout = 60)
+{
+	const char *room = "no room in the socket's receive buffer (";
+	static char text[1 << 16];
+	struct peer a, b;
+	DAT_EP_HANDLE ea, eb;
+	DAT_IB_ADDR_HANDLE ab, ba;
+	DAT_LMR_TRIPLET iov;
+	int sent, no_recv = -1, overflow = 0, refused;
+	uint64_t end;
+
+	log_start();
+	pair_open(&a, &b, &tcp_manual);
+	ea = ud_ep_max(&a, DAT_HANDLE_NULL, UD_MAX);
+	eb = ud_ep(&b);
+	ud_pair(&a, ea, &b, eb, &ab, &ba);
+	/* 400 datagrams of 64 KiB: 26 MB, several times what net.core.rmem_max
+	 * lets a socket hold */
+	iov = seg(&a, 0, UD_MAX);
+	for (sent = 0; sent < 400; sent++)
+		CHK_RET(send_ud(ea, 1, &iov, &ab, (uint64_t)sent, DAT_COMPLETION_SUPPRESS_FLAG),
+			DAT_SUCCESS);
+	evd_empty(a.req);
+	/* The receiver reads what the socket held (no receive posted) ... */
+	while (log_count("no receive posted") != no_recv) {
+		no_recv = log_count("no receive posted");
+		usleep(20000);
+		evd_empty(b.rcv);
+	}
+	CHK(no_recv > 0 && no_recv < sent);
+	/* ... and the kernel's count of the rest comes with the next datagram
+	 * it queues */
+	send_ud_wait(&a, ea, &ab, 0, 8, 1000);
+	sent++;
+	log_wait(b.rcv, "no room in the socket's receive buffer", 1);
+	for (end = now_ms() + 5000; log_count("no receive posted") < no_recv + 1; usleep(1000)) {
+		CHK(now_ms() < end);
+		evd_empty(b.rcv);
+	}
+	no_recv = log_count("no receive posted");
+	{
+		ssize_t n = pread(log_fd, text, sizeof(text) - 1, 0);
+		const char *p = text;
+
+		text[n > 0 ? n : 0] = 0;
+		while ((p = strstr(p, room)) != NULL) {
+			overflow = atoi(p + strlen(room));
+			p++;
+		}
+	}
+	/* (the sending socket's own buffer, should it ever fill, drops too) */
+	refused = log_count("the kernel refused to send it");
+	cr_log_info("%d datagrams sent, %d read, %d dropped by the receiving kernel, %d refused"
+		    " by the sending one", sent, no_recv, overflow, refused);
+	CHK(overflow > 0 && no_recv + overflow + refused == sent);
+	log_stop();
+	pair_close(&a, &b);
 }
 
 /* ---- datagrams not for the QP: dropped, the receive stays posted ---- */
