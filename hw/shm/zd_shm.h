@@ -24,6 +24,15 @@
  *    target's region and retries on its own progress; the target rings the
  *    initiator's doorbell when it posts a receive or frees ring space.  A
  *    send completes when its data is in the target's memory (or eager ring).
+ *  - RDMA write with immediate data (IB extension): the write as above, then
+ *    the immediate travels as a send without payload: it consumes the next
+ *    receive (or an eager slot until one is posted; RNR without room) and
+ *    its completion entry carries the immediate and the write's length.
+ *  - Atomics (IB extension): the initiator's CPU atomic on the target's
+ *    word through its mapping of the target's pool chunk (or in this very
+ *    process); memory no chunk covers (a consumer's malloc'd buffer) is
+ *    read and written by cross-memory attach under the target IA's
+ *    atomic_lock, which every initiator takes for such words.
  *  - Completions of the initiator's own DTOs go to a local MPSC ring of DAT
  *    events per CQ; cq_poll moves them, and the receive completions the peers
  *    produced, into the EVD ring.  Request completions go straight into the
@@ -56,7 +65,7 @@
 #include "hw/soft/zd_soft_table.h"
 
 #define ZD_SHM_MAX_SEGS      16
-#define ZD_SHM_MAGIC_IA      0x7a64736869613031ull  /* "zdshia01" */
+#define ZD_SHM_MAGIC_IA      0x7a64736869613032ull  /* "zdshia02": with atomic_lock */
 #define ZD_SHM_MAGIC_QP      0x7a64736871703031ull  /* "zdshqp01" */
 #define ZD_SHM_MAGIC_SRQ     0x7a64736873723031ull  /* "zdshsr01" */
 #define ZD_SHM_BLOB_VERSION  1
@@ -88,6 +97,9 @@ struct zd_shm_ia_shared {
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t doorbell; /* shared futex word */
 	_Atomic uint32_t armed;                       /* ZD_SHM_ARMED_*: a CQ consumer may sleep */
 	_Atomic uint32_t closing;
+	/* Taken by every initiator (any process) of an atomic on this IA's
+	 * memory that no chunk covers (zd_soft_peer_atomic's lock word). */
+	alignas(ZD_CACHE_LINE) _Atomic uint32_t atomic_lock;
 	/* hw/soft/zd_soft_table.h: access is DAT_MEM_PRIV_FLAGS, pz zd_shm_pz_id */
 	alignas(ZD_CACHE_LINE) struct zd_soft_chunk_entry chunks[ZD_SHM_CHUNK_SLOTS];
 	alignas(4096) struct zd_soft_mr_entry mr[ZD_SHM_MR_ENTRIES];
@@ -125,12 +137,16 @@ enum zd_shm_comp_type {
 	ZD_SHM_COMP_EAGER = 2,    /* in the next eager slot */
 };
 #define ZD_SHM_COMP_SOLICITED 0x100
+/* An RDMA write's immediate data: the receive completes with @imm and
+ * @len (the write's), and no byte lands in its buffers (nor any was put in
+ * the eager slot the entry may hold). */
+#define ZD_SHM_COMP_IMMED     0x200
 
 struct zd_shm_comp {
 	uint32_t type_flags;
 	uint32_t len;
 	uint32_t status;          /* DAT_DTO_COMPLETION_STATUS */
-	uint32_t pad;
+	uint32_t imm;             /* with ZD_SHM_COMP_IMMED */
 	uint64_t srq_pos;
 	uint64_t pad2;
 };
@@ -219,6 +235,12 @@ struct zd_shm_srq {
 	struct zd_soft_qplist *_Atomic qps;  /* EPs on this SRQ (RCU), for RNR rings */
 };
 
+/* What the IB extension posts carry beyond a DAT post's arguments. */
+struct zd_shm_ext_args {
+	uint32_t imm;                     /* RDMA write with immediate data */
+	uint64_t operand, swap;           /* atomics (zd_device_post_atomic_fn) */
+};
+
 /* A queued (RNR) or not yet executed request. */
 struct zd_shm_wr {
 	DAT_DTOS op;
@@ -226,6 +248,7 @@ struct zd_shm_wr {
 	DAT_DTO_COOKIE cookie;
 	DAT_COMPLETION_FLAGS flags;
 	DAT_RMR_TRIPLET remote;
+	struct zd_shm_ext_args ext;
 	DAT_LMR_TRIPLET iov[ZD_SHM_MAX_SEGS];
 };
 
@@ -372,6 +395,8 @@ DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIP
 				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				      DAT_COMPLETION_FLAGS flags);
 zd_device_post_rdma_read_fn zd_shm_post_rdma_read;
+zd_device_post_rdma_write_imm_fn zd_shm_post_rdma_write_imm;
+zd_device_post_atomic_fn zd_shm_post_atomic;
 /* Target side: rings the peer of @qp if it waits for room (after a
  * receive was posted or ring space freed). */
 void zd_shm_qp_rnr_ring(struct zd_shm_qp *qp);

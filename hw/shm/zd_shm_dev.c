@@ -119,6 +119,8 @@ static const struct zd_device_ops zd_shm_ops = {
 	.post_rdma_write = zd_shm_post_rdma_write,
 	.post_rdma_read = zd_shm_post_rdma_read,
 	.srq_post_recv = zd_shm_srq_post_recv,
+	.post_rdma_write_imm = zd_shm_post_rdma_write_imm,
+	.post_atomic = zd_shm_post_atomic,
 	.dat_entries = { .ep_post_rdma_write = zd_shm_dat_post_rdma_write },
 };
 ZD_DEVICE_REGISTER(zd_shm_ops)

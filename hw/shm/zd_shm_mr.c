@@ -85,7 +85,8 @@ DAT_RETURN zd_shm_rmr_bind(struct zd_ep *ep, struct zd_rmr *rmr, uint32_t old_rk
 
 		zd_soft_mr_publish(&sia->sh->mr[idx], rmr->rkey, addr, len,
 				   (uint32_t)(rmr->priv & (DAT_MEM_PRIV_REMOTE_READ_FLAG |
-							   DAT_MEM_PRIV_REMOTE_WRITE_FLAG)),
+							   DAT_MEM_PRIV_REMOTE_WRITE_FLAG |
+							   DAT_IB_MEM_PRIV_REMOTE_ATOMIC)),
 				   zd_shm_pz_id(rmr->pz), chunk_slot_of(sia, addr, len));
 	}
 	if (old_rkey && atomic_load_explicit(&sia->sh->mr[old_idx].key, memory_order_relaxed) ==

@@ -30,6 +30,7 @@
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/soft/zd_soft_atomic.h"
 
 #define ZD_SHM_RNR (-1)
 
@@ -199,7 +200,7 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 /* ---- send ---- */
 
 static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int status,
-			 uint64_t srq_pos, DAT_COMPLETION_FLAGS flags)
+			 uint64_t srq_pos, uint32_t imm, DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_shm_comp *c = &qp->rcomp[qp->comp_tail & (qp->r_comp_depth - 1)];
 
@@ -207,6 +208,7 @@ static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int 
 				ZD_SHM_COMP_SOLICITED : 0);
 	c->len = len;
 	c->status = (uint32_t)status;
+	c->imm = imm;
 	c->srq_pos = srq_pos;
 	qp->comp_tail++;
 	/* release: pairs with the target's acquire load of comp_tail in
@@ -218,21 +220,60 @@ static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int 
 								 : ZD_SHM_ARMED_ANY);
 }
 
-static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-		     DAT_COMPLETION_FLAGS flags, uint64_t *done)
+/* Claims the receive the connection's next message consumes: the target's
+ * RQ slot msg_sent, or its SRQ's next buffer (owner tag *@tag), at *@pos.
+ * NULL when none is posted (the message goes to the eager ring), or when
+ * the RQ slot was flushed under us (*@flushed).  The caller has checked
+ * that no earlier message waits in the eager ring. */
+static ZD_ALWAYS_INLINE struct zd_shm_rq_slot *recv_claim(struct zd_shm_qp *qp, uint64_t *pos,
+							  uint32_t *tag, bool *flushed)
+{
+	if (qp->rsrq) {
+		int64_t p = zd_shm_srq_take(qp->rsrq, qp->rsrq_slots, qp->r_srq_depth, qp->r_tag);
+
+		if (p < 0)
+			return NULL;
+		*pos = (uint64_t)p;
+		*tag = qp->r_tag;
+		return &qp->rsrq_slots[*pos & (qp->r_srq_depth - 1)];
+	}
+	*pos = qp->msg_sent;
+	*tag = 0;
+	/* acquire: pairs with the release store of rq_posted in
+	 * zd_shm_post_recv: slot pos is written. */
+	if (atomic_load_explicit(&qp->remote->rq_posted, memory_order_acquire) <= *pos)
+		return NULL;
+
+	struct zd_shm_rq_slot *slot = &qp->rrq[*pos & (qp->r_rq_depth - 1)];
+	uint64_t w = zd_shm_slot_word(*pos, 0, ZD_SHM_SLOT_POSTED);
+
+	if (!atomic_compare_exchange_strong_explicit(&slot->state, &w,
+			zd_shm_slot_word(*pos, 0, ZD_SHM_SLOT_TAKEN),
+			memory_order_acquire, memory_order_relaxed)) {
+		*flushed = true;  /* (or a corrupt target) */
+		return NULL;
+	}
+	return slot;
+}
+
+/* A claimed receive is filled: DONE (its completion entry follows). */
+static ZD_ALWAYS_INLINE void recv_filled(struct zd_shm_rq_slot *slot, uint64_t pos, uint32_t tag)
+{
+	uint64_t w = zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_TAKEN);
+
+	/* release: the data is in place before the slot reads DONE. */
+	atomic_compare_exchange_strong_explicit(&slot->state, &w,
+			zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_DONE),
+			memory_order_release, memory_order_relaxed);
+}
+
+/* The target's room for one more message: a completion entry, RNR if
+ * none.  Its eager_head (acquire: pairs with the release store in reap:
+ * the slots we are about to reuse were read) goes to *@eager_head. */
+static ZD_ALWAYS_INLINE int msg_room(struct zd_shm_qp *qp, uint64_t *eager_head)
 {
 	struct zd_shm_qp_shared *r = qp->remote;
-	struct iovec liov[ZD_SHM_MAX_SEGS];
-	struct zd_shm_rq_slot *slot = NULL;
-	struct zd_soft_seg segs[ZD_SHM_MAX_SEGS];
-	uint64_t total, pos = 0, eager_head;
-	uint32_t nseg, tag = 0;
-	int st = DAT_DTO_SUCCESS, rst = DAT_DTO_SUCCESS;
 
-	if (ZD_UNLIKELY(!local_segs(qp, n, iov, ZD_SHM_LOCAL_READ, liov, &total)))
-		return DAT_DTO_ERR_LOCAL_PROTECTION;
-	if (ZD_UNLIKELY(total > ZD_SHM_MAX_MESSAGE))
-		return DAT_DTO_ERR_LOCAL_LENGTH;
 	if (ZD_UNLIKELY(atomic_load_explicit(&r->error, memory_order_relaxed)))
 		return DAT_DTO_ERR_FLUSHED;
 	/* acquire: pairs with the target's release store of comp_head in
@@ -240,36 +281,34 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 	if (ZD_UNLIKELY(qp->comp_tail - atomic_load_explicit(&r->comp_head, memory_order_acquire) >=
 			qp->r_comp_depth))
 		return ZD_SHM_RNR;
-	/* acquire: pairs with the release store of eager_head in reap. */
-	eager_head = atomic_load_explicit(&r->eager_head, memory_order_acquire);
+	*eager_head = atomic_load_explicit(&r->eager_head, memory_order_acquire);
+	return DAT_DTO_SUCCESS;
+}
+
+static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+		     DAT_COMPLETION_FLAGS flags, uint64_t *done)
+{
+	struct iovec liov[ZD_SHM_MAX_SEGS];
+	struct zd_shm_rq_slot *slot = NULL;
+	struct zd_soft_seg segs[ZD_SHM_MAX_SEGS];
+	uint64_t total, pos = 0, eager_head;
+	uint32_t nseg, tag = 0;
+	bool flushed = false;
+	int st = DAT_DTO_SUCCESS, rst = DAT_DTO_SUCCESS;
+
+	if (ZD_UNLIKELY(!local_segs(qp, n, iov, ZD_SHM_LOCAL_READ, liov, &total)))
+		return DAT_DTO_ERR_LOCAL_PROTECTION;
+	if (ZD_UNLIKELY(total > ZD_SHM_MAX_MESSAGE))
+		return DAT_DTO_ERR_LOCAL_LENGTH;
+	if (ZD_UNLIKELY((st = msg_room(qp, &eager_head)) != DAT_DTO_SUCCESS))
+		return st;
 	*done = total;
 
 	/* Earlier messages still wait in the eager ring: this one follows. */
 	if (ZD_LIKELY(qp->eager_tail == eager_head)) {
-		if (qp->rsrq) {
-			int64_t p = zd_shm_srq_take(qp->rsrq, qp->rsrq_slots, qp->r_srq_depth,
-						    qp->r_tag);
-			if (p >= 0) {
-				pos = (uint64_t)p;
-				tag = qp->r_tag;
-				slot = &qp->rsrq_slots[pos & (qp->r_srq_depth - 1)];
-			}
-		} else {
-			pos = qp->msg_sent;
-			/* acquire: pairs with the release store of rq_posted
-			 * in zd_shm_post_recv: slot pos is written. */
-			if (atomic_load_explicit(&r->rq_posted, memory_order_acquire) > pos) {
-				uint64_t w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
-
-				slot = &qp->rrq[pos & (qp->r_rq_depth - 1)];
-				if (!atomic_compare_exchange_strong_explicit(&slot->state, &w,
-						zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_TAKEN),
-						memory_order_acquire, memory_order_relaxed)) {
-					/* flushed under us (or a corrupt target) */
-					return DAT_DTO_ERR_FLUSHED;
-				}
-			}
-		}
+		slot = recv_claim(qp, &pos, &tag, &flushed);
+		if (ZD_UNLIKELY(flushed))
+			return DAT_DTO_ERR_FLUSHED;
 	}
 	if (slot) {
 		/* Copy the untrusted descriptor once, then check it. */
@@ -284,12 +323,8 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 				rst = DAT_DTO_ERR_LOCAL_PROTECTION;
 			}
 		}
-		uint64_t w = zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_TAKEN);
-		/* release: the data is in place before the slot reads DONE. */
-		atomic_compare_exchange_strong_explicit(&slot->state, &w,
-				zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_DONE),
-				memory_order_release, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, flags);
+		recv_filled(slot, pos, tag);
+		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, 0, flags);
 	} else {
 		uint8_t *dst;
 		uint64_t off = 0;
@@ -302,18 +337,124 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 			off += liov[i].iov_len;
 		}
 		qp->eager_tail++;
-		atomic_store_explicit(&r->eager_tail, qp->eager_tail, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, flags);
+		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
+		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, 0, flags);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;
 	return st;
 }
 
-/* Executes one request from the caller's arrays (a post) or a queued copy. */
+/* ---- IB extensions ---- */
+
+/*
+ * RDMA write with immediate data: the write exactly as exec_rdma does it,
+ * then the immediate as a message without payload: it consumes the next
+ * receive as a send would (RQ slot or SRQ buffer, or, none posted, an
+ * eager slot the target matches with its next receive; no room at all:
+ * RNR) and its entry announces DAT_IB_DTO_RECV_IMMED with the write's
+ * length.  The entry's release store comes after the write's last store
+ * (or process_vm_writev's return), so the target sees the data first.
+ */
+static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_COUNT n,
+						    const DAT_LMR_TRIPLET *iov,
+						    const DAT_RMR_TRIPLET *remote, uint32_t imm,
+						    DAT_COMPLETION_FLAGS flags, uint64_t *done)
+{
+	struct zd_shm_rq_slot *slot = NULL;
+	uint64_t eager_head, pos = 0;
+	uint32_t tag = 0;
+	bool flushed = false;
+	int st;
+
+	/* Room for the immediate before the write: a request that meets RNR
+	 * runs again whole when the target makes room, so it must not have
+	 * written yet.  An eager slot is room enough whether or not a receive
+	 * is posted; the target only ever adds room meanwhile. */
+	if ((st = msg_room(qp, &eager_head)) != DAT_DTO_SUCCESS)
+		return st;
+	if (qp->eager_tail - eager_head >= qp->r_eager_slots)
+		return ZD_SHM_RNR;
+	if ((st = exec_rdma(qp, true, n, iov, remote, done)) != DAT_DTO_SUCCESS)
+		return st;
+	if (qp->eager_tail == eager_head) {
+		slot = recv_claim(qp, &pos, &tag, &flushed);
+		if (flushed)
+			return DAT_DTO_ERR_FLUSHED;
+	}
+	if (slot) {
+		/* Consumed, not written: the immediate lands in the entry. */
+		recv_filled(slot, pos, tag);
+		comp_publish(qp, ZD_SHM_COMP_DIRECT | ZD_SHM_COMP_IMMED, (uint32_t)*done,
+			     DAT_DTO_SUCCESS, pos, imm, flags);
+	} else {
+		qp->eager_tail++;
+		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
+		comp_publish(qp, ZD_SHM_COMP_EAGER | ZD_SHM_COMP_IMMED, (uint32_t)*done,
+			     DAT_DTO_SUCCESS, 0, imm, flags);
+	}
+	if (!qp->rsrq)
+		qp->msg_sent++;
+	return DAT_DTO_SUCCESS;
+}
+
+static uint64_t apply_fetch_add(uint64_t old, const void *arg, bool *store)
+{
+	*store = true;
+	return old + ((const struct zd_shm_ext_args *)arg)->operand;
+}
+
+static uint64_t apply_cmp_swap(uint64_t old, const void *arg, bool *store)
+{
+	const struct zd_shm_ext_args *x = arg;
+
+	*store = old == x->operand;
+	return x->swap;
+}
+
+/*
+ * Fetch-and-add, compare-and-swap on the target's 8-byte aligned word
+ * (core checked the alignment and the segment sizes).  Checks as for RDMA,
+ * but the target region needs DAT_IB_MEM_PRIV_REMOTE_ATOMIC.  The word is
+ * read where it lies every time (no copy of it is kept anywhere): a CPU
+ * atomic through the mapping when a chunk of the target's pool holds it,
+ * else a read-modify-write under the target IA's atomic_lock
+ * (zd_soft_peer_atomic), which every initiator of an atomic on such
+ * memory takes.  The old value goes to the local segment, host order.
+ */
+static __attribute__((noinline)) int exec_atomic(struct zd_shm_qp *qp, DAT_DTOS op,
+						 const DAT_LMR_TRIPLET *local,
+						 const DAT_RMR_TRIPLET *remote,
+						 const struct zd_shm_ext_args *x, uint64_t *done)
+{
+	struct zd_soft_peer *p = qp->peer;
+	struct zd_soft_mr_view v;
+	uint64_t old;
+
+	if (!local_seg_ok(qp, local, DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
+		return DAT_DTO_ERR_LOCAL_PROTECTION;
+	if (atomic_load_explicit(&qp->remote->error, memory_order_relaxed))
+		return DAT_DTO_ERR_FLUSHED;
+	if (!zd_shm_mr_read(zd_shm_peer_ia(p)->mr, remote->rmr_context, &v) ||
+	    !zd_soft_mr_allows(&v, remote->virtual_address, sizeof(old),
+			       DAT_IB_MEM_PRIV_REMOTE_ATOMIC, qp->r_pz_id))
+		return DAT_DTO_ERR_REMOTE_ACCESS;
+	if (zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock, v.chunk,
+				remote->virtual_address,
+				op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP ? apply_cmp_swap : apply_fetch_add,
+				x, &old) != 0)
+		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
+	memcpy((void *)(uintptr_t)local->virtual_address, &old, sizeof(old));
+	*done = sizeof(old);
+	return DAT_DTO_SUCCESS;
+}
+
+/* Executes one request from the caller's arrays (a post) or a queued copy;
+ * @x: the extension posts' arguments (NULL for the DAT posts). */
 static ZD_ALWAYS_INLINE int exec_op(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n,
 				    const DAT_LMR_TRIPLET *iov, const DAT_RMR_TRIPLET *remote,
-				    DAT_COMPLETION_FLAGS flags, uint64_t *done)
+				    const struct zd_shm_ext_args *x, DAT_COMPLETION_FLAGS flags,
+				    uint64_t *done)
 {
 	*done = 0;
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote))
@@ -322,13 +463,17 @@ static ZD_ALWAYS_INLINE int exec_op(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT
 		return exec_send(qp, n, iov, flags, done);
 	if (op == DAT_DTO_RDMA_WRITE)
 		return exec_rdma(qp, true, n, iov, remote, done);
-	return exec_rdma(qp, false, n, iov, remote, done);
+	if (op == DAT_DTO_RDMA_READ)
+		return exec_rdma(qp, false, n, iov, remote, done);
+	if (op == (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED)
+		return exec_write_imm(qp, n, iov, remote, x->imm, flags, done);
+	return exec_atomic(qp, op, iov, remote, x, done);
 }
 
 static __attribute__((noinline)) int exec_wr(struct zd_shm_qp *qp, const struct zd_shm_wr *wr,
 					     uint64_t *done)
 {
-	return exec_op(qp, wr->op, wr->n, wr->iov, &wr->remote, wr->flags, done);
+	return exec_op(qp, wr->op, wr->n, wr->iov, &wr->remote, &wr->ext, wr->flags, done);
 }
 
 /* ---- queued requests (RNR) ---- */
@@ -397,7 +542,8 @@ void zd_shm_qp_progress_sq(struct zd_shm_qp *qp)
 
 static __attribute__((noinline)) DAT_RETURN
 sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-	DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+	DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, const struct zd_shm_ext_args *x,
+	DAT_COMPLETION_FLAGS flags)
 {
 	uint64_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
 	struct zd_shm_wr *wr;
@@ -411,6 +557,8 @@ sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 	wr->flags = flags;
 	if (remote)
 		wr->remote = *remote;
+	if (x)
+		wr->ext = *x;
 	if (n > 0)
 		memcpy(wr->iov, iov, (size_t)n * sizeof(*iov));
 	/* release: pairs with the acquire load of sq_tail in progress_sq. */
@@ -423,6 +571,7 @@ sq_push(struct zd_shm_qp *qp, DAT_DTOS op, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 static ZD_ALWAYS_INLINE DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n,
 						 const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
 						 const DAT_RMR_TRIPLET *remote,
+						 const struct zd_shm_ext_args *x,
 						 DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
@@ -434,11 +583,11 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, D
 	/* Requests queued (RNR) before this one: it waits behind them. */
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
 			atomic_load_explicit(&qp->sq_head, memory_order_acquire)))
-		return sq_push(qp, op, n, iov, cookie, remote, flags);
+		return sq_push(qp, op, n, iov, cookie, remote, x, flags);
 	/* Executes from the caller's arrays; copied only if it must wait. */
-	st = exec_op(qp, op, n, iov, remote, flags, &done);
+	st = exec_op(qp, op, n, iov, remote, x, flags, &done);
 	if (ZD_UNLIKELY(st == ZD_SHM_RNR))
-		return sq_push(qp, op, n, iov, cookie, remote, flags);
+		return sq_push(qp, op, n, iov, cookie, remote, x, flags);
 	if (ZD_UNLIKELY(st != DAT_DTO_SUCCESS))
 		qp_set_error(qp);
 	req_complete(qp, cookie, st, done, op, flags);
@@ -448,7 +597,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, D
 DAT_RETURN zd_shm_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
+	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, NULL, flags);
 }
 
 static __attribute__((noinline)) DAT_RETURN
@@ -456,8 +605,8 @@ post_rdma_any(struct zd_ep *ep, bool write, DAT_COUNT n, const DAT_LMR_TRIPLET *
 	      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
 {
 	if (write)
-		return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags);
-	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags);
+		return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, NULL, flags);
+	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, NULL, flags);
 }
 
 /*
@@ -541,6 +690,27 @@ DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TR
 				 DAT_COMPLETION_FLAGS flags)
 {
 	return post_rdma(ep, false, n, iov, cookie, remote, flags);
+}
+
+/* The IB extension posts (zd_device.h); the work is exec_write_imm's and
+ * exec_atomic's, queued behind earlier requests like any DTO. */
+DAT_RETURN zd_shm_post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				      uint32_t imm, DAT_COMPLETION_FLAGS flags)
+{
+	const struct zd_shm_ext_args x = { .imm = imm };
+
+	return post_request(ep, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, n, iov, cookie, remote, &x,
+			    flags);
+}
+
+DAT_RETURN zd_shm_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
+			      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			      uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+{
+	const struct zd_shm_ext_args x = { .operand = operand, .swap = swap };
+
+	return post_request(ep, op, 1, local, cookie, remote, &x, flags);
 }
 
 /* ---- receive ---- */

@@ -364,21 +364,28 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 
 /* ---- receive side: reaping the completion ring (recv CQ poller) ---- */
 
+/* The receive completion of entry @c (@st its checked status): a plain
+ * receive, or an RDMA write's immediate data (DAT_IB_DTO_EVENT). */
 static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
-		       DAT_DTO_COMPLETION_STATUS st, uint32_t len, bool solicited)
+		       DAT_DTO_COMPLETION_STATUS st, const struct zd_shm_comp *c)
 {
 	DAT_EVENT ev;
 	struct zd_evd *evd = qp->recv_cq->soft.evd;
+	uint32_t len = st == DAT_DTO_SUCCESS ? c->len : 0;
 
-	ev.event_number = DAT_DTO_COMPLETION_EVENT;
+	if (ZD_UNLIKELY(c->type_flags & ZD_SHM_COMP_IMMED)) {
+		zd_dto_event_fill(&ev, evd, qp->ep, cookie, st, len,
+				  (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, c->imm);
+	} else {
+		ev.event_number = DAT_DTO_COMPLETION_EVENT;
+		ev.evd_handle = evd;
+		ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
+			.ep_handle = qp->ep, .user_cookie = cookie, .status = st,
+			.transfered_length = len, .operation = DAT_DTO_RECEIVE,
+		};
+	}
 	/* The sender's DAT_COMPLETION_SOLICITED_WAIT_FLAG, for solicited wait. */
-	zd_evd_ev_set_solicited(&ev, solicited);
-	ev.evd_handle = evd;
-	ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
-		.ep_handle = qp->ep, .user_cookie = cookie, .status = st,
-		.transfered_length = st == DAT_DTO_SUCCESS ? len : 0,
-		.operation = DAT_DTO_RECEIVE,
-	};
+	zd_evd_ev_set_solicited(&ev, c->type_flags & ZD_SHM_COMP_SOLICITED);
 	/* cq_poll's budget was the room in the ring, but request completions
 	 * posted directly (zd_shm_cq_complete_req) may have taken some since:
 	 * then it spills (overflow semantics), never drops, and later ones
@@ -445,7 +452,8 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 	while (head != tail && n < budget) {
 		struct zd_shm_comp c = qp->comp[head & (qp->comp_depth - 1)];
 		unsigned type = c.type_flags & 0xff;
-		bool sol = c.type_flags & ZD_SHM_COMP_SOLICITED;
+		/* An immediate's eager slot holds nothing to copy. */
+		bool copy = !(c.type_flags & ZD_SHM_COMP_IMMED);
 		DAT_DTO_COMPLETION_STATUS st = c.status <= DAT_DTO_ERR_PARTIAL_PACKET ?
 					       (DAT_DTO_COMPLETION_STATUS)c.status :
 					       DAT_DTO_ERR_TRANSPORT;
@@ -463,9 +471,11 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 					break;  /* no buffer yet: later messages wait too */
 				pos = (uint64_t)p;
 				slot = &s->slots[pos & (s->depth - 1)];
-				st = c.len > qp->own->eager_size ? DAT_DTO_ERR_LOCAL_LENGTH :
-				     eager_copy(slot, qp->eager + (eager_head & (ZD_SHM_EAGER_SLOTS - 1)) *
-						ZD_SHM_EAGER_SIZE, c.len);
+				if (copy)
+					st = c.len > qp->own->eager_size ? DAT_DTO_ERR_LOCAL_LENGTH :
+					     eager_copy(slot, qp->eager + (eager_head &
+							(ZD_SHM_EAGER_SLOTS - 1)) * ZD_SHM_EAGER_SIZE,
+							c.len);
 				eager_head++;
 				w = zd_shm_slot_word(pos, qp->tag, ZD_SHM_SLOT_TAKEN);
 			} else {
@@ -477,7 +487,7 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 			 * here; the CAS also loses to a flush. */
 			if (atomic_compare_exchange_strong(&slot->state, &w,
 					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE))) {
-				recv_event(qp, s->cookie[pos & (s->depth - 1)], st, c.len, sol);
+				recv_event(qp, s->cookie[pos & (s->depth - 1)], st, &c);
 				n++;
 			}
 			zd_shm_srq_check_lw(s);
@@ -493,10 +503,12 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 				w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
 				if (atomic_compare_exchange_strong(&slot->state, &w,
 						zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_TAKEN))) {
-					st = c.len > qp->own->eager_size ? DAT_DTO_ERR_LOCAL_LENGTH :
-					     eager_copy(slot, qp->eager +
-							(eager_head & (ZD_SHM_EAGER_SLOTS - 1)) *
-							ZD_SHM_EAGER_SIZE, c.len);
+					if (copy)
+						st = c.len > qp->own->eager_size ?
+						     DAT_DTO_ERR_LOCAL_LENGTH :
+						     eager_copy(slot, qp->eager + (eager_head &
+								(ZD_SHM_EAGER_SLOTS - 1)) *
+								ZD_SHM_EAGER_SIZE, c.len);
 					w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
 					atomic_store(&slot->state, w);
 				}
@@ -505,7 +517,7 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 			w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
 			if (atomic_compare_exchange_strong(&slot->state, &w,
 					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE))) {
-				recv_event(qp, qp->rq_cookie[pos & rq_mask], st, c.len, sol);
+				recv_event(qp, qp->rq_cookie[pos & rq_mask], st, &c);
 				n++;
 			} else if ((w & 0xf) == ZD_SHM_SLOT_FLUSHED && w >> 24 == pos) {
 				/* The flush reported it: free the slot. */
