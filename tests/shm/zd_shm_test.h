@@ -149,23 +149,30 @@ static inline DAT_DTO_COOKIE t_cookie(uint64_t v)
 	return c;
 }
 
-/* Next DTO event of @evd within ~2 s (polling). */
-static inline DAT_DTO_COMPLETION_EVENT_DATA t_next(DAT_EVD_HANDLE evd)
+/* Next event of @evd within ~2 s (polling), of any kind. */
+static inline DAT_EVENT t_next_event(DAT_EVD_HANDLE evd)
 {
 	DAT_EVENT ev;
 
 	for (int i = 0; i < 2000000; i++) {
 		DAT_RETURN r = dat_evd_dequeue(evd, &ev);
 
-		if (r == DAT_SUCCESS) {
-			cr_assert_eq(ev.event_number, DAT_DTO_COMPLETION_EVENT);
-			return ev.event_data.dto_completion_event_data;
-		}
+		if (r == DAT_SUCCESS)
+			return ev;
 		cr_assert_eq(T_TYPE(r), DAT_QUEUE_EMPTY);
 		if (i > 1000)
 			usleep(1);
 	}
 	cr_assert_fail("no completion");
+	return ev;
+}
+
+/* Next DTO event of @evd within ~2 s (polling). */
+static inline DAT_DTO_COMPLETION_EVENT_DATA t_next(DAT_EVD_HANDLE evd)
+{
+	DAT_EVENT ev = t_next_event(evd);
+
+	cr_assert_eq(ev.event_number, DAT_DTO_COMPLETION_EVENT);
 	return ev.event_data.dto_completion_event_data;
 }
 
