@@ -1,8 +1,72 @@
 /* One-sided atomics on a peer's memory (zd_soft_atomic.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "evd/zd_ring_arch.h"   /* zd_cpu_relax */
 #include "hw/soft/zd_soft_atomic.h"
+
+/* Spins before a waiter yields and asks whether the holder still lives. */
+#define ZD_SOFT_LOCK_SPINS 4096u
+
+/* Process @pid is dead: gone, or a zombie its parent has not reaped yet
+ * (which still answers kill; "Threads: 1" tells it from a live process
+ * whose first thread exited).  Unsure means alive. */
+static bool holder_gone(pid_t pid)
+{
+	char path[40], buf[2048];
+	const char *st, *th;
+	ssize_t n;
+	int fd;
+
+	if (kill(pid, 0) != 0)
+		return errno == ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	st = strstr(buf, "\nState:\t");
+	th = strstr(buf, "\nThreads:\t");
+	return st && th && st[8] == 'Z' && atoi(th + 10) == 1;
+}
+
+/* Takes @lock for @me (our pid: holders of any process share it).  A
+ * holder killed inside its read-modify-write would hold it forever: a
+ * waiter that spun a while finds it dead and takes over (the word is
+ * whole either way: each cross-memory copy is one 8-byte copy that a kill
+ * does not cut).  Yielding meanwhile lets a preempted holder on our CPU
+ * finish. */
+static void lock_take(_Atomic uint32_t *lock, uint32_t me)
+{
+	uint32_t spins = 0, z = 0;
+
+	/* acquire: pairs with the release store unlocking: the previous
+	 * holder's write is visible to our read. */
+	while (!atomic_compare_exchange_weak_explicit(lock, &z, me, memory_order_acquire,
+						      memory_order_relaxed)) {
+		if (++spins % ZD_SOFT_LOCK_SPINS == 0) {
+			if (z != 0 && holder_gone((pid_t)z) &&
+			    atomic_compare_exchange_strong_explicit(lock, &z, me,
+					memory_order_acquire, memory_order_relaxed))
+				return;
+			sched_yield();
+		} else {
+			zd_cpu_relax();
+		}
+		z = 0;
+	}
+}
 
 int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t chunk,
 			uint64_t addr, zd_soft_atomic_fn *apply, const void *arg, uint64_t *old)
@@ -26,11 +90,7 @@ int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t
 							      __ATOMIC_RELAXED));
 		return 0;
 	}
-	/* acquire: pairs with the release store unlocking: the previous
-	 * holder's write is visible to our read. */
-	for (uint32_t z = 0; !atomic_compare_exchange_weak_explicit(lock, &z, 1,
-			memory_order_acquire, memory_order_relaxed); z = 0)
-		zd_cpu_relax();
+	lock_take(lock, (uint32_t)getpid());
 	if (p->self) {
 		volatile uint64_t *t = (volatile uint64_t *)(uintptr_t)addr;
 

@@ -4,8 +4,10 @@
  * process: a CPU atomic through the mapping where the peer's memory is
  * mapped or ours; elsewhere (cross-memory attach) a read-modify-write under
  * the target's atomic lock, a word in its shared region that every
- * initiator takes, in this process or another.  The operation itself is
- * the caller's @apply (byte order included).
+ * initiator takes, in this process or another.  The lock word holds its
+ * holder's pid (0: free), so that a waiter takes over the lock of a
+ * holder killed inside.  The operation itself is the caller's @apply
+ * (byte order included).
  */
 #ifndef ZD_SOFT_ATOMIC_H
 #define ZD_SOFT_ATOMIC_H

@@ -2,15 +2,18 @@
  * receive, on an SRQ, before any receive is posted, RNR, without rights)
  * and fetch-and-add / compare-and-swap (results, rights, the errors core
  * returns at once, pool and malloc'd memory), suppressed and flushed
- * completions; across processes: write-immediate data visible before its
- * receive completes, and two processes racing fetch-and-adds on one word
- * of a third. */
+ * completions, the atomic lock of a dead holder; across processes:
+ * write-immediate data visible before its receive completes, and two
+ * processes racing fetch-and-adds on one word of a third. */
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "zd_shm_test.h"
 #include <dat2/dat_ib_extensions.h>
+#include "hw/shm/zd_shm.h"
 
 TestSuite(shm_ext, .init = t_need_conf, .timeout = 60);
 
@@ -610,6 +613,85 @@ Test(shm_ext, extension_posts_refused_at_once)
 	cr_assert_eq(word[0], 42);
 	unpair();
 	zdapl_mem_free(word);
+}
+
+/* The target IA's lock for atomics on memory no chunk covers. */
+static _Atomic uint32_t *atomic_lock_of(DAT_EP_HANDLE ep)
+{
+	return &((struct zd_shm_ia *)t_zep(ep)->obj.ia->dev_priv)->sh->atomic_lock;
+}
+
+struct faa_job {
+	DAT_EP_HANDLE ep;
+	DAT_LMR_TRIPLET l;
+	DAT_RMR_TRIPLET r;
+	_Atomic int done;
+};
+
+static void *faa_thread(void *arg)
+{
+	struct faa_job *j = arg;
+
+	cr_assert_eq(faa(j->ep, 1, &j->l, 9, &j->r, 0), DAT_SUCCESS);
+	atomic_store(&j->done, 1);
+	return NULL;
+}
+
+/* An initiator killed while it held the lock (planted here: its pid in
+ * the lock word) does not stop the others: a holder that is gone, or a
+ * zombie, is taken over; a live one is waited for. */
+Test(shm_ext, atomic_lock_of_dead_holder_taken_over)
+{
+	uint64_t *word = malloc(64), old = 0;
+	DAT_LMR_CONTEXT kw, ko;
+	struct faa_job j = { 0 };
+	pthread_t th;
+	pid_t gone, holder;
+	int status;
+
+	pair(false);
+	t_reg(&B, NULL, word, 64, PRIV_ATOMIC, &kw);
+	t_reg(&A, NULL, &old, 8, DAT_MEM_PRIV_ALL_FLAG, &ko);
+	word[0] = 50;
+	j.ep = ea;
+	j.l = t_seg(ko, &old, 8);
+	j.r = t_rseg(kw, word, 8);
+	/* A holder that exited and was reaped. */
+	gone = fork();
+	cr_assert(gone >= 0);
+	if (gone == 0)
+		_exit(0);
+	cr_assert_eq(waitpid(gone, &status, 0), gone);
+	atomic_store(atomic_lock_of(eb), (uint32_t)gone);
+	cr_assert_eq(faa(ea, 1, &j.l, 8, &j.r, 0), DAT_SUCCESS);
+	expect_ext(A.req, ea, 8, DAT_DTO_SUCCESS, DAT_IB_DTO_FETCH_ADD, 8);
+	cr_assert_eq(old, 50);
+	cr_assert_eq(word[0], 51);
+	cr_assert_eq(atomic_load(atomic_lock_of(eb)), 0);
+	/* A live holder: the atomic waits; killed (a zombie, not reaped
+	 * yet), it is taken over. */
+	holder = fork();
+	cr_assert(holder >= 0);
+	if (holder == 0)
+		for (;;)
+			pause();
+	atomic_store(atomic_lock_of(eb), (uint32_t)holder);
+	cr_assert_eq(pthread_create(&th, NULL, faa_thread, &j), 0);
+	usleep(200 * 1000);
+	cr_assert_eq(atomic_load(&j.done), 0, "the atomic went past a live holder");
+	cr_assert_eq(word[0], 51);
+	cr_assert_eq(kill(holder, SIGKILL), 0);
+	for (int i = 0; i < 5000 && !atomic_load(&j.done); i++)
+		usleep(1000);
+	cr_assert_eq(atomic_load(&j.done), 1, "the lock of a dead holder was never taken over");
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	expect_ext(A.req, ea, 9, DAT_DTO_SUCCESS, DAT_IB_DTO_FETCH_ADD, 8);
+	cr_assert_eq(old, 51);
+	cr_assert_eq(word[0], 52);
+	cr_assert_eq(atomic_load(atomic_lock_of(eb)), 0);
+	cr_assert_eq(waitpid(holder, &status, 0), holder);
+	unpair();
+	free(word);
 }
 
 /* ---- completion flags, flush ---- */
