@@ -74,15 +74,19 @@ int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t
 	/* Chunk memory: every initiator maps it, so all use CPU atomics.
 	 * Other memory, even in this process: initiators elsewhere reach it
 	 * by cross-memory attach, so everyone takes the lock. */
-	void *ptr = chunk != ZD_SOFT_NO_CHUNK ? zd_soft_peer_ptr(p, chunk, addr, 8) : NULL;
 	struct iovec li = { old, 8 }, ri = { (void *)(uintptr_t)addr, 8 };
 	uint64_t nv;
 	bool store;
 	int rc = -1;
 
-	if (ptr) {
-		uint64_t *t = ptr;
+	if (chunk != ZD_SOFT_NO_CHUNK) {
+		uint64_t *t = zd_soft_peer_ptr(p, chunk, addr, 8);
 
+		/* Unmappable (no memory for the mapping): fail rather than
+		 * take the lock, which would not exclude the others' CPU
+		 * atomics on this word. */
+		if (!t)
+			return -1;
 		*old = __atomic_load_n(t, __ATOMIC_RELAXED);
 		do {
 			nv = apply(*old, arg, &store);
