@@ -260,6 +260,8 @@ Test(shm_proc, send_and_rdma_across_processes)
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
 	t_close(&A);
+	zdapl_mem_free(pool);
+	free(heap);
 }
 
 Test(shm_proc, peer_killed_mid_transfer)
