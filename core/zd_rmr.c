@@ -108,7 +108,10 @@ DAT_RETURN zd_rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle,
 			return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
 		if (triplet->lmr_context != lmr->lkey)
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-		if (priv & ~(DAT_MEM_PRIV_FLAGS)DAT_MEM_PRIV_ALL_FLAG)
+		/* DAT_MEM_PRIV_EXTENSION_BASE: the IB extensions' remote atomic
+		 * right (DAT_IB_MEM_PRIV_REMOTE_ATOMIC), as for an LMR. */
+		if (priv & ~(DAT_MEM_PRIV_FLAGS)(DAT_MEM_PRIV_ALL_FLAG |
+						 DAT_MEM_PRIV_EXTENSION_BASE))
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
 		if (va_type != DAT_VA_TYPE_VA && va_type != DAT_VA_TYPE_ZB)
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);

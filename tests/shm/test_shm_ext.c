@@ -552,6 +552,53 @@ Test(shm_ext, atomic_bad_key_bounds_pz)
 		     DAT_DTO_ERR_REMOTE_ACCESS);
 }
 
+/* A memory window grants the remote atomic right as an LMR does: an
+ * atomic through a window bound with DAT_IB_MEM_PRIV_REMOTE_ATOMIC works,
+ * through one bound without it is refused and changes nothing. */
+Test(shm_ext, atomics_through_memory_windows)
+{
+	uint64_t *word = zdapl_mem_alloc(64), old = 0;
+	DAT_RMR_CONTEXT ctx[2];
+	DAT_RMR_HANDLE rmr[2];
+	DAT_LMR_CONTEXT kw, ko;
+	DAT_LMR_HANDLE lw;
+	DAT_LMR_TRIPLET l, w;
+	DAT_RMR_TRIPLET r;
+	const DAT_MEM_PRIV_FLAGS wpriv[2] = {
+		DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC,
+		DAT_MEM_PRIV_REMOTE_WRITE_FLAG,
+	};
+
+	pair(false);
+	word[0] = 10;
+	lw = t_reg(&B, NULL, word, 64, PRIV_ATOMIC, &kw);
+	t_reg(&A, NULL, &old, 8, DAT_MEM_PRIV_ALL_FLAG, &ko);
+	w = t_seg(kw, word, 64);
+	for (int i = 0; i < 2; i++) {
+		DAT_EVENT ev;
+
+		cr_assert_eq(dat_rmr_create(B.pz, &rmr[i]), DAT_SUCCESS);
+		cr_assert_eq(dat_rmr_bind(rmr[i], lw, &w, wpriv[i], DAT_VA_TYPE_VA, eb,
+					  (DAT_RMR_COOKIE){ .as_64 = 9 }, 0, &ctx[i]),
+			     DAT_SUCCESS);
+		ev = t_next_event(B.req);
+		cr_assert_eq(ev.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+		cr_assert_eq(ev.event_data.rmr_completion_event_data.status, DAT_RMR_BIND_SUCCESS);
+	}
+	l = t_seg(ko, &old, 8);
+	r = t_rseg(ctx[0], word, 8);
+	cr_assert_eq(faa(ea, 5, &l, 1, &r, 0), DAT_SUCCESS);
+	expect_ext(A.req, ea, 1, DAT_DTO_SUCCESS, DAT_IB_DTO_FETCH_ADD, 8);
+	cr_assert_eq(old, 10);
+	cr_assert_eq(word[0], 15);
+	r = t_rseg(ctx[1], word, 8);
+	cr_assert_eq(faa(ea, 5, &l, 2, &r, 0), DAT_SUCCESS);
+	expect_ext(A.req, ea, 2, DAT_DTO_ERR_REMOTE_ACCESS, DAT_IB_DTO_FETCH_ADD, 8);
+	cr_assert_eq(word[0], 15);
+	unpair();
+	zdapl_mem_free(word);
+}
+
 Test(shm_ext, atomic_local_buffer_without_local_write)
 {
 	atomic_fails(false, PRIV_ATOMIC, false,
