@@ -100,6 +100,8 @@ struct zd_mlx5_qp {
 	struct zd_mlx5_dev *dev;
 	void *bqp;
 	_Atomic int flushed;           /* qp_flush ran since create/reset */
+	/* The NIC writes an atomic's old value big-endian (caps.atomic_reply_be). */
+	bool atomic_be;
 	/* The last local range an inline post was checked against (poster
 	 * only; zd_mlx5_post.c): its lkey, [base, base + size) and
 	 * zd_mlx5_reg_gen then. */
@@ -167,6 +169,8 @@ zd_device_post_recv_fn zd_mlx5_post_recv;
 zd_device_post_rdma_write_fn zd_mlx5_post_rdma_write;
 zd_device_post_rdma_read_fn zd_mlx5_post_rdma_read;
 zd_device_srq_post_recv_fn zd_mlx5_srq_post_recv;
+zd_device_post_rdma_write_imm_fn zd_mlx5_post_rdma_write_imm;
+zd_device_post_atomic_fn zd_mlx5_post_atomic;
 
 /* The DAT entries with the mlx5 data path inlined (zd_device_ops
  * .dat_entries): zd_mlx5_post.c, and zd_mlx5_cq.c for the dequeue. */

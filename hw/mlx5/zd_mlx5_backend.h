@@ -50,6 +50,10 @@ struct zd_mlx5_caps {
 	uint32_t max_rd_atomic;       /* RDMA reads in flight per QP */
 	uint32_t max_inline;          /* inline bytes a send WQE may carry */
 	uint32_t max_msg_size;
+	/* The requester writes an 8-byte atomic's old value big-endian (the
+	 * PRM's atomic_req_8B_endianness_mode 0) rather than in host order
+	 * (mode 1): the data path then swaps it at the CQE. */
+	bool atomic_reply_be;
 };
 
 /* What an RC QP is created with. */
@@ -180,6 +184,8 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 	.post_rdma_write = zd_mlx5_post_rdma_write,       \
 	.post_rdma_read = zd_mlx5_post_rdma_read,         \
 	.srq_post_recv = zd_mlx5_srq_post_recv,           \
+	.post_rdma_write_imm = zd_mlx5_post_rdma_write_imm, \
+	.post_atomic = zd_mlx5_post_atomic,               \
 	.dat_entries = {                                  \
 		.ep_post_send = zd_mlx5_dat_post_send,     \
 		.ep_post_rdma_write = zd_mlx5_dat_post_rdma_write, \

@@ -6,6 +6,12 @@
  * straight through; every other case goes to the general loop.
  * zd_mlx5_cq_poll_one (dat_evd_dequeue on an empty ring) takes the same
  * case straight into the caller's DAT_EVENT, with no ring slot at all.
+ * The IB extensions' completions -- a write with immediate data or an
+ * atomic at the initiator, a receive with immediate data at the target --
+ * are DAT_IB_DTO_EVENTs with extension words (zd_dto_event.h): the general
+ * loop's alone (their WQEs never carry ZD_MLX5_WR_EVENT, which is all the
+ * latency paths take), which also turns an atomic's big-endian old value
+ * to host order (req_ext).
  *
  * Pinned pollers (evd/zd_poller.h): the EVD's poller thread is then the
  * only caller of zd_mlx5_cq_poll for it, and zd_mlx5_cq_poll_one and the
@@ -25,6 +31,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
+#include "evd/zd_dto_event.h"
 #include "evd/zd_evd.h"
 #include "evd/zd_evd_entry.h"
 #include "hw/mlx5/zd_mlx5.h"
@@ -196,6 +203,58 @@ static ZD_ALWAYS_INLINE void dto_event(struct zd_evd *evd, struct zd_ep *ep, DAT
 	zd_ring_publish(s, pos);
 }
 
+/* An IB extension completion (zd_dto_event.h builds the whole
+ * DAT_IB_DTO_EVENT: its extension words do not fit a slot's head) into the
+ * EVD ring with its extension line, or spilled as dto_event does. */
+static __attribute__((noinline)) void ext_event(struct zd_evd *evd, struct zd_ep *ep,
+						DAT_DTO_COOKIE cookie, DAT_DTO_COMPLETION_STATUS st,
+						uint32_t len, DAT_DTOS op, uint32_t imm,
+						bool solicited)
+{
+	DAT_EVENT ev;
+
+	zd_dto_event_fill(&ev, evd, ep, cookie, st, st == DAT_DTO_SUCCESS ? len : 0, op, imm);
+	zd_evd_ev_set_solicited(&ev, solicited);
+	/* acquire: as in dto_event. */
+	if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_acquire)) ||
+	    ZD_UNLIKELY(!zd_ring_enqueue(evd->ring, &ev)))
+		zd_evd_post(evd, &ev, 1);
+}
+
+/*
+ * The CQE of an IB extension WQE (ZD_MLX5_WR_EXT) at @wc -> 0 or 1 DAT
+ * events.  An atomic's old value the NIC wrote big-endian
+ * (ZD_MLX5_WR_SWAP64) is turned to host order first: the WQE, still ours
+ * until it is retired, names the 8 bytes in its data segment (ctrl, raddr,
+ * atomic, data: zd_mlx5_post_atomic).  Nothing is read from @wr after the
+ * retire, which lets the poster reuse it.
+ */
+static __attribute__((noinline)) int req_ext(struct zd_mlx5_cq_obj *cq, struct zd_mlx5_qp *qp,
+					     struct zd_mlx5_sq_wr *wr, uint16_t wc,
+					     DAT_DTO_COMPLETION_STATUS st)
+{
+	const struct zd_mlx5_sq_wr w = *wr;
+
+	if ((w.flags & ZD_MLX5_WR_SWAP64) && st == DAT_DTO_SUCCESS) {
+		const struct mlx5_wqe_data_seg *d =
+			(const void *)((const uint8_t *)zd_mlx5_sq_bb(&qp->sq, wc) +
+				       sizeof(struct mlx5_wqe_ctrl_seg) +
+				       sizeof(struct mlx5_wqe_raddr_seg) +
+				       sizeof(struct mlx5_wqe_atomic_seg));
+		uint8_t *old = (uint8_t *)(uintptr_t)be64toh(d->addr);
+		uint64_t v;
+
+		memcpy(&v, old, sizeof(v));
+		v = be64toh(v);
+		memcpy(old, &v, sizeof(v));
+	}
+	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	if (st == DAT_DTO_SUCCESS && !(w.flags & ZD_MLX5_WR_EXT_EVENT))
+		return 0;  /* suppressed */
+	ext_event(cq->evd, qp->ep, w.cookie, st, w.len, (DAT_DTOS)w.op, 0, false);
+	return 1;
+}
+
 /* The QP of a CQE, inside a counted pass: the last one looked up on this
  * CQ (one compare: a latency loop sees one QP), else the QPN table. */
 static __attribute__((noinline)) struct zd_mlx5_qp *cq_qp_miss(struct zd_mlx5_cq_obj *cq,
@@ -256,6 +315,7 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 	struct zd_mlx5_qp *qp;
 	DAT_DTO_COMPLETION_STATUS st;
 	DAT_DTO_COOKIE cookie;
+	DAT_DTOS op;
 
 	zd_mlx5_cqe_parse(cqe, &ci);
 	qp = cq_qp(cq, ci.qpn);
@@ -263,19 +323,29 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 		return 0;  /* a QP destroyed (or reset) since: drop */
 	st = ZD_UNLIKELY(ci.error) ? zd_mlx5_syndrome_status(ci.syndrome) : DAT_DTO_SUCCESS;
 	if (ci.requester) {
-		struct zd_mlx5_sq_wr *wr = zd_mlx5_sq_retire(&qp->sq, ci.wqe_counter);
+		struct zd_mlx5_sq_wr *wr = &qp->sq.wr[ci.wqe_counter & qp->sq.mask];
 
+		if (ZD_UNLIKELY(wr->flags & ZD_MLX5_WR_EXT))
+			return req_ext(cq, qp, wr, ci.wqe_counter, st);
+		zd_mlx5_sq_retire_wr(&qp->sq, wr, ci.wqe_counter);
 		if (ZD_LIKELY(st == DAT_DTO_SUCCESS) && !(wr->flags & ZD_MLX5_WR_EVENT))
 			return 0;  /* suppressed, or signaled only to free the SQ */
 		dto_event(cq->evd, qp->ep, wr->cookie, st, wr->len, (DAT_DTOS)wr->op, false);
 		return 1;
 	}
+	/* A receive consumed by a send or, with its immediate data, by a write
+	 * with immediate data (which places nothing in the receive's buffers). */
 	switch (ci.opcode) {
 	case MLX5_CQE_RESP_SEND:
-	case MLX5_CQE_RESP_SEND_IMM:
 	case MLX5_CQE_RESP_SEND_INV:
-	case MLX5_CQE_RESP_WR_IMM:
 	case MLX5_CQE_RESP_ERR:
+		op = DAT_DTO_RECEIVE;
+		break;
+	case MLX5_CQE_RESP_SEND_IMM:
+		op = (DAT_DTOS)DAT_IB_DTO_RECV_MSG_IMMED;
+		break;
+	case MLX5_CQE_RESP_WR_IMM:
+		op = (DAT_DTOS)DAT_IB_DTO_RECV_IMMED;
 		break;
 	default:
 		return 0;  /* nothing zdapl asked for */
@@ -286,8 +356,13 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 		cookie = zd_mlx5_rq_complete(&qp->rq);
 	else
 		return 0;
-	dto_event(cq->evd, qp->ep, cookie, st, ci.byte_cnt, DAT_DTO_RECEIVE,
-		  mlx5dv_get_cqe_se(cqe));
+	if (ZD_UNLIKELY(op != DAT_DTO_RECEIVE))
+		/* the immediate: big-endian in the CQE as in the WQE */
+		ext_event(cq->evd, qp->ep, cookie, st, ci.byte_cnt, op,
+			  be32toh(cqe->imm_inval_pkey), mlx5dv_get_cqe_se(cqe));
+	else
+		dto_event(cq->evd, qp->ep, cookie, st, ci.byte_cnt, DAT_DTO_RECEIVE,
+			  mlx5dv_get_cqe_se(cqe));
 	if (qp->srq)
 		srq_check_lw(qp->srq);
 	return 1;
@@ -301,12 +376,19 @@ static ZD_ALWAYS_INLINE int cqe_req_ok(struct zd_mlx5_cq_obj *cq, const struct m
 {
 	struct zd_mlx5_qp *qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
 	struct zd_mlx5_sq_wr *wr;
+	uint16_t wc;
 
 	if (ZD_UNLIKELY(!qp))
 		return 0;  /* a QP destroyed (or reset) since: drop */
-	wr = zd_mlx5_sq_retire(&qp->sq, be16toh(cqe->wqe_counter));
-	if (!(wr->flags & ZD_MLX5_WR_EVENT))
+	wc = be16toh(cqe->wqe_counter);
+	wr = &qp->sq.wr[wc & qp->sq.mask];
+	if (!(wr->flags & ZD_MLX5_WR_EVENT)) {
+		if (ZD_UNLIKELY(wr->flags & ZD_MLX5_WR_EXT))
+			return req_ext(cq, qp, wr, wc, DAT_DTO_SUCCESS);
+		zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
 		return 0;  /* suppressed, or signaled only to free the SQ */
+	}
+	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
 	dto_event(cq->evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
 	return 1;
 }

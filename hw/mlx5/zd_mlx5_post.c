@@ -17,6 +17,7 @@
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "core/zd_keys.h"
+#include "evd/zd_dto_event.h"
 #include "hw/mlx5/zd_mlx5.h"
 
 #define ZD_MLX5_SQ_FULL DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)
@@ -86,20 +87,34 @@ static ZD_ALWAYS_INLINE bool iov_total(const DAT_LMR_TRIPLET *iov, DAT_COUNT n, 
 	return ZD_LIKELY(t <= max);
 }
 
+/* The bookkeeping flags of a WQE for @op (zd_mlx5_sq.h): an IB extension
+ * operation's completion is a DAT_IB_DTO_EVENT, which the poll's latency
+ * paths leave to its general path. */
+static ZD_ALWAYS_INLINE uint8_t wr_flags(DAT_DTOS op, bool event)
+{
+	if (zd_dto_is_ext(op))
+		return ZD_MLX5_WR_EXT | (event ? ZD_MLX5_WR_EXT_EVENT : 0);
+	return event ? ZD_MLX5_WR_EVENT : 0;
+}
+
+/* @imm: the immediate data in the WQE's byte order (big-endian). */
 static ZD_ALWAYS_INLINE DAT_RETURN post_sq(struct zd_ep *ep, uint8_t opcode, DAT_DTOS op,
 					   DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 					   DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-					   DAT_COMPLETION_FLAGS flags)
+					   uint32_t imm, DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_mlx5_qp *qp = ep->dev_priv;
 	struct zd_mlx5_wqe w;
 	uint32_t total;
+	bool event;
 
 	if (ZD_UNLIKELY(!iov_total(iov, n, qp->max_msg, &total)))
 		return DAT_ERROR(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
 	w.opcode = opcode;
-	w.fm_ce_se = zd_mlx5_fm_ce_se(flags, false, opcode == MLX5_OPCODE_SEND);
-	w.imm = 0;
+	/* The operations that consume a receive may wake a solicited wait. */
+	w.fm_ce_se = zd_mlx5_fm_ce_se(flags, false, opcode == MLX5_OPCODE_SEND ||
+					     opcode == MLX5_OPCODE_RDMA_WRITE_IMM);
+	w.imm = imm;
 	w.remote = remote;
 	w.swap_add = 0;
 	w.compare = 0;
@@ -107,8 +122,9 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_sq(struct zd_ep *ep, uint8_t opcode, DAT
 	 * the check goes as data segments, for the NIC to report. */
 	w.inl = opcode != MLX5_OPCODE_RDMA_READ && total <= qp->sq.max_inline && n > 0 &&
 		inl_srcs_ok(qp, iov, n);
-	if (ZD_UNLIKELY(!zd_mlx5_sq_post(&qp->sq, &w, iov, (uint32_t)n, total, cookie, op,
-					 zd_mlx5_wants_event(flags, qp->req_flags))))
+	event = zd_mlx5_wants_event(flags, qp->req_flags);
+	if (ZD_UNLIKELY(!zd_mlx5_sq_post_wr(&qp->sq, &w, iov, (uint32_t)n, total, cookie, op,
+					    wr_flags(op, event), event)))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
 }
@@ -120,7 +136,7 @@ static __attribute__((noinline)) DAT_RETURN post_send_slow(struct zd_ep *ep, DAT
 							   DAT_DTO_COOKIE cookie,
 							   DAT_COMPLETION_FLAGS flags)
 {
-	return post_sq(ep, MLX5_OPCODE_SEND, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
+	return post_sq(ep, MLX5_OPCODE_SEND, DAT_DTO_SEND, n, iov, cookie, NULL, 0, flags);
 }
 
 static __attribute__((noinline)) DAT_RETURN post_write_slow(struct zd_ep *ep, DAT_COUNT n,
@@ -129,7 +145,7 @@ static __attribute__((noinline)) DAT_RETURN post_write_slow(struct zd_ep *ep, DA
 							    const DAT_RMR_TRIPLET *remote,
 							    DAT_COMPLETION_FLAGS flags)
 {
-	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote,
+	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, 0,
 		       flags);
 }
 
@@ -246,8 +262,60 @@ DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_T
 				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				  DAT_COMPLETION_FLAGS flags)
 {
-	return post_sq(ep, MLX5_OPCODE_RDMA_READ, DAT_DTO_RDMA_READ, n, iov, cookie, remote,
+	return post_sq(ep, MLX5_OPCODE_RDMA_READ, DAT_DTO_RDMA_READ, n, iov, cookie, remote, 0,
 		       flags);
+}
+
+/* ---- the IB extensions (core/zd_device.h: post_rdma_write_imm, post_atomic) ---- */
+
+/*
+ * dat_ib_post_rdma_write_immed: a plain write's WQE (inline when small)
+ * with opcode RDMA_WRITE_IMM and the immediate in the control segment,
+ * big-endian as the PRM carries it; the target's poll turns it back
+ * (zd_mlx5_cq.c), so it gets the 32-bit value posted here.
+ */
+DAT_RETURN zd_mlx5_post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				       uint32_t imm, DAT_COMPLETION_FLAGS flags)
+{
+	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE_IMM, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, n,
+		       iov, cookie, remote, htobe32(imm), flags);
+}
+
+/*
+ * dat_ib_post_fetch_and_add / dat_ib_post_cmp_and_swap: ctrl, raddr, the
+ * atomic segment (operands big-endian) and one 8-byte data segment for
+ * the old value -- 64 bytes, one WQEBB.  Where the NIC writes that value
+ * big-endian (qp->atomic_be: the PRM's default requester mode, which the
+ * software NIC keeps), the WQE is always signalled so that its CQE comes
+ * and the poll turns the value to host order before reporting it (or, if
+ * suppressed, before anything after it: the consumer cannot tell it is
+ * done earlier).
+ */
+DAT_RETURN zd_mlx5_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
+			       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			       uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+	const bool cas = op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
+	const bool event = zd_mlx5_wants_event(flags, qp->req_flags);
+	/* Core checked the local segment holds the 8 bytes. */
+	const DAT_LMR_TRIPLET old = { .lmr_context = local->lmr_context,
+				      .virtual_address = local->virtual_address,
+				      .segment_length = 8 };
+	struct zd_mlx5_wqe w = {
+		.opcode = cas ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA,
+		.fm_ce_se = zd_mlx5_fm_ce_se(flags, false, false),
+		.remote = remote,
+		.swap_add = cas ? swap : operand,
+		.compare = cas ? operand : 0,
+	};
+	uint8_t f = wr_flags(op, event) | (qp->atomic_be ? ZD_MLX5_WR_SWAP64 : 0);
+
+	if (ZD_UNLIKELY(!zd_mlx5_sq_post_wr(&qp->sq, &w, &old, 1, 8, cookie, op, f,
+					    event || qp->atomic_be)))
+		return ZD_MLX5_SQ_FULL;
+	return DAT_SUCCESS;
 }
 
 DAT_RETURN zd_mlx5_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

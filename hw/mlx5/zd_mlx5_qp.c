@@ -17,6 +17,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
+#include "evd/zd_dto_event.h"
 #include "evd/zd_evd.h"
 #include "hw/mlx5/zd_mlx5.h"
 
@@ -100,6 +101,7 @@ static DAT_RETURN qp_build(struct zd_mlx5_qp *qp)
 		goto err;
 	}
 	atomic_store(&qp->flushed, 0);
+	qp->atomic_be = dev->caps.atomic_reply_be;
 	return DAT_SUCCESS;
 err:
 	zd_mlx5_sq_fini(&qp->sq);
@@ -109,17 +111,12 @@ err:
 	return ret;
 }
 
+/* An IB extension operation flushes as its DAT_IB_DTO_EVENT. */
 static void flush_event(struct zd_evd *evd, struct zd_ep *ep, DAT_DTO_COOKIE cookie, DAT_DTOS op)
 {
 	DAT_EVENT ev;
 
-	memset(&ev, 0, sizeof(ev));
-	ev.event_number = DAT_DTO_COMPLETION_EVENT;
-	ev.evd_handle = evd;
-	ev.event_data.dto_completion_event_data.ep_handle = ep;
-	ev.event_data.dto_completion_event_data.user_cookie = cookie;
-	ev.event_data.dto_completion_event_data.status = DAT_DTO_ERR_FLUSHED;
-	ev.event_data.dto_completion_event_data.operation = op;
+	zd_dto_event_fill(&ev, evd, ep, cookie, DAT_DTO_ERR_FLUSHED, 0, op, 0);
 	zd_evd_post(evd, &ev, 1);
 }
 

@@ -41,9 +41,15 @@
 #include "hw/mlx5/zd_mlx5_barrier.h"
 #include "hw/mlx5/zd_mlx5_queue.h"
 
-/* zd_mlx5_sq_wr.flags */
-#define ZD_MLX5_WR_EVENT    0x1   /* report a DAT event on success */
-#define ZD_MLX5_WR_SIGNALED 0x2   /* posted with CQ_UPDATE */
+/* zd_mlx5_sq_wr.flags.  An IB extension WQE never carries WR_EVENT:
+ * the latency paths of the poll (zd_mlx5_cq.c), which take only WQEs with
+ * WR_EVENT, then leave it to the general path at no cost of their own. */
+#define ZD_MLX5_WR_EVENT     0x1  /* report a DAT event on success */
+#define ZD_MLX5_WR_SIGNALED  0x2  /* posted with CQ_UPDATE */
+#define ZD_MLX5_WR_EXT       0x4  /* an IB extension op: a DAT_IB_DTO_EVENT */
+#define ZD_MLX5_WR_EXT_EVENT 0x8  /* ... reported on success too */
+#define ZD_MLX5_WR_SWAP64    0x10 /* an atomic whose old value the NIC writes
+				   * big-endian: to host order at its CQE */
 
 /* Largest WQE: ds is 6 bits of 16-byte units. */
 #define ZD_MLX5_MAX_DS      63
@@ -380,16 +386,18 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell1(struct zd_mlx5_sq *sq, const u
 }
 
 /*
- * Builds, books and rings one WQE.  @event: report a DAT event on success.
- * Returns false (nothing written) when the SQ has no room.
+ * Builds, books and rings one WQE.  @flags: its ZD_MLX5_WR_* bookkeeping
+ * but WR_SIGNALED; @signal: ask the NIC for its CQE (moderation may ask
+ * anyway).  Returns false (nothing written) when the SQ has no room.
  */
-static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_mlx5_wqe *w,
-					     const DAT_LMR_TRIPLET *iov, uint32_t n, uint32_t total,
-					     DAT_DTO_COOKIE cookie, DAT_DTOS op, bool event)
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_wr(struct zd_mlx5_sq *sq, struct zd_mlx5_wqe *w,
+						const DAT_LMR_TRIPLET *iov, uint32_t n,
+						uint32_t total, DAT_DTO_COOKIE cookie,
+						DAT_DTOS op, uint8_t flags, bool signal)
 {
 	struct zd_mlx5_sq_wr *wr;
 	uint32_t nbb;
-	bool signaled = event;
+	bool signaled = signal;
 
 	if (ZD_UNLIKELY(zd_mlx5_wqe_max_bb(w, n, total) > zd_mlx5_sq_room(sq)))
 		return false;
@@ -403,9 +411,19 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_ml
 	wr->len = total;
 	wr->op = (uint8_t)op;
 	wr->nbb = (uint8_t)nbb;
-	wr->flags = (uint8_t)((event ? ZD_MLX5_WR_EVENT : 0) | (signaled ? ZD_MLX5_WR_SIGNALED : 0));
+	wr->flags = (uint8_t)(flags | (signaled ? ZD_MLX5_WR_SIGNALED : 0));
 	zd_mlx5_sq_doorbell(sq, nbb);
 	return true;
+}
+
+/* zd_mlx5_sq_post_wr of a DAT 2.0 operation.  @event: report a DAT event
+ * on success. */
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_mlx5_wqe *w,
+					     const DAT_LMR_TRIPLET *iov, uint32_t n, uint32_t total,
+					     DAT_DTO_COOKIE cookie, DAT_DTOS op, bool event)
+{
+	return zd_mlx5_sq_post_wr(sq, w, iov, n, total, cookie, op,
+				  event ? ZD_MLX5_WR_EVENT : 0, event);
 }
 
 /* ---- the latency case: one WQEBB, one inline segment ------------------- */

@@ -28,6 +28,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include <netinet/in.h>          /* before dat_ib_extensions.h */
+#include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 #include <infiniband/mlx5dv.h>
 
 #include "core/zd_ia.h"
@@ -181,6 +184,15 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 	caps->max_rd_atomic = (uint32_t)da.max_qp_rd_atom;
 	caps->max_inline = ZD_MLX5_INLINE_DEF;
 	caps->max_msg_size = pa.max_msg_sz;
+	/* The byte order of an atomic's old value (PRM: the HCA cap
+	 * atomic_req_8B_endianness_mode, 0 big-endian, 1 host order).  The
+	 * kernel (mlx5_core) sets host order when the HCA supports it, and
+	 * mlx5_ib then reports IBV_ATOMIC_HCA; otherwise IBV_ATOMIC_NONE --
+	 * an HCA without atomics (the WQE then fails), or one left in
+	 * big-endian mode, whose values the data path swaps.  (DevX's
+	 * QUERY_HCA_CAP would read the mode itself, as UCX does; the answer
+	 * here is the same without a DevX context.) */
+	caps->atomic_reply_be = da.atomic_cap == IBV_ATOMIC_NONE;
 	*out = v;
 	return DAT_SUCCESS;
 err_param:
@@ -267,9 +279,11 @@ static DAT_RETURN verbs_mr_reg(void *ctx, void *pd, uint64_t addr, uint64_t len,
 		access |= IBV_ACCESS_LOCAL_WRITE;
 	if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG)
 		access |= IBV_ACCESS_REMOTE_READ;
-	/* verbs requires local write with remote write */
+	/* verbs requires local write with remote write or atomic */
 	if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
 		access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	if (priv & DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
+		access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
 	m = ibv_reg_mr(pd, (void *)(uintptr_t)addr, len, access);
 	if (!m)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
@@ -346,7 +360,9 @@ static void verbs_srq_destroy(void *ctx, void *srq)
 }
 
 /* RESET -> INIT: receives may be posted before the connection exists
- * (DAT allows it; verbs takes them from INIT on). */
+ * (DAT allows it; verbs takes them from INIT on).  The QP takes remote
+ * atomics (the IB extensions; each MR still says whether it does) unless
+ * the HCA has none (mlx5_ib then refuses the access flag): without. */
 static int qp_to_init(struct zd_verbs_ctx *v, struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = {
@@ -354,9 +370,12 @@ static int qp_to_init(struct zd_verbs_ctx *v, struct ibv_qp *qp)
 		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 				   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
 	};
+	const int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			     IBV_QP_ACCESS_FLAGS);
+	if (ibv_modify_qp(qp, &a, mask) == 0)
+		return 0;
+	a.qp_access_flags &= ~IBV_ACCESS_REMOTE_ATOMIC;
+	return ibv_modify_qp(qp, &a, mask);
 }
 
 static DAT_RETURN verbs_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, void **out,

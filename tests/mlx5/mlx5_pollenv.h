@@ -65,16 +65,23 @@ static inline void pollenv_init(struct pollenv *p, uint32_t cqes, uint32_t ring_
 	p->dev->qpt[QPN >> ZD_MLX5_QPT_SHIFT] = l2;
 }
 
-/* The next event the poll queued on the EVD: a DTO completion of the QP's EP. */
-static inline DAT_DTO_COMPLETION_EVENT_DATA pollenv_next_event(struct pollenv *p)
+/* The next event the poll queued on the EVD, whole: a completion of the
+ * QP's EP numbered @number. */
+static inline DAT_EVENT pollenv_next_any(struct pollenv *p, DAT_EVENT_NUMBER number)
 {
 	DAT_EVENT ev;
 
 	cr_assert(zd_ring_dequeue(p->evd->ring, &ev), "an event expected");
-	cr_assert_eq(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+	cr_assert_eq(ev.event_number, number);
 	cr_assert_eq(ev.evd_handle, p->evd);
 	cr_assert_eq(ev.event_data.dto_completion_event_data.ep_handle, p->ep);
-	return ev.event_data.dto_completion_event_data;
+	return ev;
+}
+
+/* The next event the poll queued on the EVD: a DTO completion of the QP's EP. */
+static inline DAT_DTO_COMPLETION_EVENT_DATA pollenv_next_event(struct pollenv *p)
+{
+	return pollenv_next_any(p, DAT_DTO_COMPLETION_EVENT).event_data.dto_completion_event_data;
 }
 
 static inline void pollenv_fini(struct pollenv *p)

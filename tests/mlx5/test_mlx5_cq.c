@@ -4,11 +4,14 @@
  * consumer index and arm doorbells; then the device's cq_poll turning
  * hand-built CQEs into DAT events (cookies found by wqe_counter,
  * unsignaled WQEs retired, suppressed completions hidden, unknown QPs
- * dropped, SRQ receives by WQE index, the EVD ring's budget kept).
+ * dropped, SRQ receives by WQE index, the EVD ring's budget kept), and the
+ * IB extensions' completions into DAT_IB_DTO_EVENTs (immediate data,
+ * atomics' big-endian old values turned to host order, errors, flushes).
  */
 #include "mlx5_pollenv.h"
 
 #include "core/zd_ep.h"
+#include "evd/zd_dto_event.h"
 #include "evd/zd_evd.h"
 #include "hw/mlx5/zd_mlx5.h"
 
@@ -235,18 +238,30 @@ Test(mlx5, poll_receives_in_order_with_owner_wrap)
 			     DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP), "RQ full");
 		cr_assert_eq(p.rqdb, htobe32((round + 1) * 4));
 		cqe(&p, MLX5_CQE_RESP_SEND, QPN, 0, 10, 0);
-		cqe(&p, MLX5_CQE_RESP_SEND_IMM, QPN, 1, 11, 0);
+		/* a send with immediate data: the IB extension's receive */
+		hw_cqe(&p.ce, MLX5_CQE_RESP_SEND_IMM, QPN, 1, 11, 0, 0)->imm_inval_pkey =
+			htobe32(0xfeed0000 + round);
 		cqe(&p, MLX5_CQE_RESP_ERR, QPN, 2, 0, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
 		cqe(&p, MLX5_CQE_RESP_ERR, QPN, 3, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 		cr_assert_eq(zd_mlx5_cq_poll(p.evd, 64), 4);
 		for (uint32_t i = 0; i < 4; i++) {
-			DAT_DTO_COMPLETION_EVENT_DATA d = pollenv_next_event(&p);
+			DAT_EVENT ev = pollenv_next_any(&p, i == 1 ? (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT :
+								     DAT_DTO_COMPLETION_EVENT);
+			DAT_DTO_COMPLETION_EVENT_DATA d = ev.event_data.dto_completion_event_data;
 
 			cr_assert_eq(d.user_cookie.as_64, round * 4 + i);
-			cr_assert_eq(d.operation, DAT_DTO_RECEIVE);
+			cr_assert_eq(d.operation, i == 1 ? (DAT_DTOS)DAT_IB_DTO_RECV_MSG_IMMED :
+							   DAT_DTO_RECEIVE);
 			cr_assert_eq(d.status, i < 2 ? DAT_DTO_SUCCESS :
 				     i == 2 ? DAT_DTO_ERR_LOCAL_LENGTH : DAT_DTO_ERR_FLUSHED);
 			cr_assert_eq(d.transfered_length, i < 2 ? 10 + i : 0);
+			if (i == 1) {
+				const DAT_IB_EXTENSION_EVENT_DATA *x =
+					(const void *)ev.event_extension_data;
+
+				cr_assert_eq(x->type, DAT_IB_RECV_IMMED_DATA);
+				cr_assert_eq(x->val.immed.data, 0xfeed0000 + round);
+			}
 		}
 	}
 	/* receive WQE layout: two segments, then the invalid-lkey terminator */
@@ -259,5 +274,125 @@ Test(mlx5, poll_receives_in_order_with_owner_wrap)
 		cr_assert_eq(ds[2].lkey, htobe32(MLX5_INVALID_LKEY));
 		cr_assert_eq(ds[2].byte_count, 0);
 	}
+	pollenv_fini(&p);
+}
+
+/* ---- IB extension completions: DAT_IB_DTO_EVENTs, atomic results to host order ---- */
+
+/* The next event: a DAT_IB_DTO_EVENT of @op with its extension type. */
+static DAT_DTO_COMPLETION_EVENT_DATA next_ext(struct pollenv *p, DAT_DTOS op,
+					      DAT_IB_EXT_TYPE type, DAT_IB_STATUS xst)
+{
+	DAT_EVENT ev = pollenv_next_any(p, (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT);
+	const DAT_IB_EXTENSION_EVENT_DATA *x = (const void *)ev.event_extension_data;
+
+	cr_assert_eq(ev.event_data.dto_completion_event_data.operation, op);
+	cr_assert_eq(x->type, type);
+	cr_assert_eq(x->status, xst);
+	return ev.event_data.dto_completion_event_data;
+}
+
+Test(mlx5, poll_extension_completions)
+{
+	struct pollenv p;
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+	DAT_RMR_TRIPLET r = { .virtual_address = 0x9000, .segment_length = 8, .rmr_context = 9 };
+	static uint64_t res[4];
+	DAT_LMR_TRIPLET w[4];
+	DAT_EVENT ev;
+
+	pollenv_init(&p, 16, 32, 0, 4);
+	p.qp->atomic_be = true;
+	for (int i = 0; i < 4; i++)
+		w[i] = (DAT_LMR_TRIPLET){ .virtual_address = (uintptr_t)&res[i], .segment_length = 8,
+					  .lmr_context = 5 };
+	/* 0 write with immediate, 1 FAA, 2 CAS, 3 FAA suppressed */
+	cr_assert_eq(zd_mlx5_post_rdma_write_imm(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 300 }, &r,
+						 0xabcd, 0), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_atomic(p.ep, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &w[1],
+					 (DAT_DTO_COOKIE){ .as_64 = 301 }, &r, 5, 0, 0), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_atomic(p.ep, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, &w[2],
+					 (DAT_DTO_COOKIE){ .as_64 = 302 }, &r, 5, 6, 0), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_atomic(p.ep, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &w[3],
+					 (DAT_DTO_COOKIE){ .as_64 = 303 }, &r, 5, 0,
+					 DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+	/* The NIC: old values big-endian, then the requester CQEs (the
+	 * suppressed atomic signalled all the same: its value needs the swap). */
+	cr_assert(((struct mlx5_wqe_ctrl_seg *)zd_mlx5_sq_bb(&p.qp->sq, 3))->fm_ce_se &
+		  MLX5_WQE_CTRL_CQ_UPDATE);
+	res[1] = htobe64(0x1122334455667788ull);
+	res[2] = htobe64(5);
+	res[3] = htobe64(0x8000000000000001ull);
+	for (uint16_t i = 0; i < 4; i++)
+		cqe(&p, MLX5_CQE_REQ, QPN, i, i ? 8 : 100, 0);
+	/* the target side: a receive consumed by a write with immediate data */
+	cr_assert_eq(zd_mlx5_post_recv(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 310 }, 0),
+		     DAT_SUCCESS);
+	hw_cqe(&p.ce, MLX5_CQE_RESP_WR_IMM, QPN, 0, 4096, 0, 1)->imm_inval_pkey = htobe32(0x7777);
+
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 32), 4);
+	d = next_ext(&p, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED,
+		     DAT_OP_SUCCESS);
+	cr_assert_eq(d.user_cookie.as_64, 300);
+	cr_assert_eq(d.status, DAT_DTO_SUCCESS);
+	cr_assert_eq(d.transfered_length, 100);
+	d = next_ext(&p, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, DAT_IB_FETCH_AND_ADD, DAT_OP_SUCCESS);
+	cr_assert_eq(d.user_cookie.as_64, 301);
+	cr_assert_eq(d.transfered_length, 8);
+	cr_assert_eq(res[1], 0x1122334455667788ull, "the old value in host order");
+	d = next_ext(&p, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, DAT_IB_CMP_AND_SWAP, DAT_OP_SUCCESS);
+	cr_assert_eq(d.user_cookie.as_64, 302);
+	cr_assert_eq(res[2], 5);
+	/* the suppressed one: no event, its value turned all the same */
+	cr_assert_eq(res[3], 0x8000000000000001ull);
+	ev = pollenv_next_any(&p, (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT);
+	{
+		const DAT_IB_EXTENSION_EVENT_DATA *x = (const void *)ev.event_extension_data;
+		uint32_t mark;
+
+		d = ev.event_data.dto_completion_event_data;
+		cr_assert_eq(d.operation, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED);
+		cr_assert_eq(d.user_cookie.as_64, 310);
+		cr_assert_eq(d.transfered_length, 4096, "the write's length");
+		cr_assert_eq(x->type, DAT_IB_RDMA_WRITE_IMMED_DATA);
+		cr_assert_eq(x->val.immed.data, 0x7777);
+		memcpy(&mark, (const char *)&ev + sizeof(DAT_EVENT_NUMBER), sizeof(mark));
+		cr_assert_eq(mark, ZD_EVD_SOLICITED_MAGIC, "the CQE's solicited bit kept");
+	}
+	cr_assert_not(zd_ring_dequeue(p.evd->ring, &ev));
+	cr_assert_eq(atomic_load(&p.qp->sq.ci), 4);
+
+	/* Errors: the extension event with its status, the local word left
+	 * as it was; a flush keeps the operation.  A device writing host
+	 * order: nothing turned, and a suppressed atomic unsignalled. */
+	p.qp->atomic_be = false;
+	res[1] = res[2] = 0x0102030405060708ull;
+	cr_assert_eq(zd_mlx5_post_atomic(p.ep, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, &w[1],
+					 (DAT_DTO_COOKIE){ .as_64 = 320 }, &r, 1, 2, 0), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_atomic(p.ep, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &w[2],
+					 (DAT_DTO_COOKIE){ .as_64 = 321 }, &r, 1, 0,
+					 DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+	cr_assert_not(((struct mlx5_wqe_ctrl_seg *)zd_mlx5_sq_bb(&p.qp->sq, 5))->fm_ce_se &
+		      MLX5_WQE_CTRL_CQ_UPDATE);
+	cr_assert_eq(zd_mlx5_post_rdma_write_imm(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 322 }, &r,
+						 1, DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 4, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 5, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	cqe(&p, MLX5_CQE_REQ_ERR, QPN, 6, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 32), 3);
+	d = next_ext(&p, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, DAT_IB_CMP_AND_SWAP, DAT_IB_OP_ERR);
+	cr_assert_eq(d.status, DAT_DTO_ERR_REMOTE_ACCESS);
+	cr_assert_eq(d.user_cookie.as_64, 320);
+	cr_assert_eq(d.transfered_length, 0);
+	d = next_ext(&p, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, DAT_IB_FETCH_AND_ADD, DAT_IB_OP_ERR);
+	cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
+	cr_assert_eq(d.user_cookie.as_64, 321);
+	d = next_ext(&p, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED,
+		     DAT_IB_OP_ERR);
+	cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
+	cr_assert_eq(d.user_cookie.as_64, 322);
+	cr_assert_eq(res[1], 0x0102030405060708ull);
+	cr_assert_eq(res[2], 0x0102030405060708ull);
+	cr_assert_eq(atomic_load(&p.qp->sq.ci), 7);
 	pollenv_fini(&p);
 }

@@ -1,12 +1,15 @@
 /*
  * Golden bytes of the mlx5 send path: every WQE zdapl writes equals the
  * one built with mlx5dv.h's own helpers, for every opcode and DAT flag
- * combination, across the end of tiny rings; and the doorbell record and
- * BlueFlame register hold what the PRM says after a post.
+ * combination, across the end of tiny rings; the IB extension posts'
+ * WRITE_IMM and atomic WQEs field by field in mlx5dv.h's structs; and the
+ * doorbell record and BlueFlame register hold what the PRM says after a
+ * post.
  */
 #include "mlx5_test.h"
 
 #include "core/zd_ep.h"
+#include "evd/zd_dto_event.h"
 #include "hw/mlx5/zd_mlx5.h"
 
 static uint8_t data_a[256], data_b[256], data_c[256];
@@ -391,6 +394,134 @@ Test(mlx5, dat_posts_build_the_same_wqes)
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(zd_mlx5_post_send(ep, 2, big, c, 0), DAT_SUCCESS);
 	cr_assert_eq(zd_mlx5_post_send(ep, 2, big, c, 0),
+		     DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+	e.sqp = &e.sq;
+	sqenv_fini(&e);
+	free(qp);
+	free(ep);
+}
+
+/* ---- the IB extension posts (zd_mlx5_post_rdma_write_imm, zd_mlx5_post_atomic) ---- */
+
+/* The fields of an atomic WQE at @bb, read through mlx5dv.h's structs at
+ * the PRM's offsets: ctrl, raddr, atomic, one data segment. */
+static void check_atomic_wqe(const uint8_t *bb, uint16_t idx, uint8_t opcode, uint64_t raddr,
+			     uint32_t rkey, uint64_t swap_add, uint64_t compare, uint64_t laddr,
+			     uint32_t lkey)
+{
+	const struct mlx5_wqe_ctrl_seg *c = (const void *)bb;
+	const struct mlx5_wqe_raddr_seg *r = (const void *)(bb + sizeof(*c));
+	const struct mlx5_wqe_atomic_seg *a = (const void *)(bb + sizeof(*c) + sizeof(*r));
+	const struct mlx5_wqe_data_seg *d = (const void *)(bb + sizeof(*c) + sizeof(*r) +
+							   sizeof(*a));
+
+	cr_assert_eq(sizeof(*c) + sizeof(*r) + sizeof(*a) + sizeof(*d), MLX5_SEND_WQE_BB);
+	cr_assert_eq(be32toh(c->opmod_idx_opcode), (uint32_t)idx << 8 | opcode);
+	cr_assert_eq(be32toh(c->qpn_ds), QPN << 8 | 4, "ds: four 16-byte segments");
+	cr_assert_eq(c->imm, 0);
+	cr_assert_eq(be64toh(r->raddr), raddr);
+	cr_assert_eq(be32toh(r->rkey), rkey);
+	cr_assert_eq(r->reserved, 0);
+	cr_assert_eq(be64toh(a->swap_add), swap_add);
+	cr_assert_eq(be64toh(a->compare), compare);
+	cr_assert_eq(be32toh(d->byte_count), 8, "the old value: 8 bytes, never inline");
+	cr_assert_eq(be32toh(d->lkey), lkey);
+	cr_assert_eq(be64toh(d->addr), laddr);
+}
+
+Test(mlx5, extension_posts_build_prm_wqes)
+{
+	struct sqenv e;
+	struct zd_mlx5_qp *qp = alloc64(sizeof(*qp));
+	struct zd_ep *ep = test_ep_new();
+	DAT_RMR_TRIPLET r = { .virtual_address = 0x7008, .segment_length = 8, .rmr_context = 0x99 };
+	DAT_DTO_COOKIE c = { .as_64 = 6 };
+	/* a local segment longer than the word: the WQE takes its first 8 */
+	DAT_LMR_TRIPLET word = seg(data_c, 16, 0x44);
+
+	fill_data();
+	cr_assert(qp && ep);
+	sqenv_init(&e, 8, 256, 64);
+	sqenv_attach_qp(&e, qp, ep);
+	test_trust_lkey(qp, 0x41);
+
+	for (size_t f = 0; f < sizeof(flagsets) / sizeof(flagsets[0]); f++) {
+		DAT_COMPLETION_FLAGS fl = flagsets[f].f;
+		struct spec s = { .n = 1, .remote = 1, .raddr = r.virtual_address,
+				  .rkey = r.rmr_context };
+		uint16_t at;
+
+		qp->req_flags = flagsets[f].ep;
+		qp->sq.unsig = 0;
+		/* write with immediate, 20 bytes inline: the immediate big-endian
+		 * in the ctrl segment, the solicited bit as a send's */
+		s.opcode = MLX5_OPCODE_RDMA_WRITE_IMM;
+		s.imm = htobe32(0x12345678);
+		s.iov[0] = seg(data_a, 20, 0x41);
+		s.inl = 1;
+		s.fm_ce_se = expect_fm(s.opcode, fl, flagsets[f].ep);
+		cr_assert_eq(zd_mlx5_post_rdma_write_imm(ep, 1, s.iov, c, &r, 0x12345678, fl),
+			     DAT_SUCCESS);
+		ref_post(&e, &s);
+		cr_assert_eq(qp->sq.wr[(qp->sq.pi - 1) & qp->sq.mask].op,
+			     (uint8_t)DAT_IB_DTO_RDMA_WRITE_IMMED);
+		/* ... 200 bytes: a data segment */
+		s.iov[0] = seg(data_b, 200, 0x42);
+		s.inl = 0;
+		cr_assert_eq(zd_mlx5_post_rdma_write_imm(ep, 1, s.iov, c, &r, 0x12345678, fl),
+			     DAT_SUCCESS);
+		ref_post(&e, &s);
+		/* fetch and add; the atomic_be QP signals it whatever the flags */
+		qp->atomic_be = f & 1;
+		s.opcode = MLX5_OPCODE_ATOMIC_FA;
+		s.imm = 0;
+		s.swap = 0x0102030405060708ull;
+		s.cmp = 0;
+		s.iov[0] = seg(data_c, 8, 0x44);
+		s.fm_ce_se = expect_fm(s.opcode, fl, flagsets[f].ep) |
+			     (qp->atomic_be ? MLX5_WQE_CTRL_CQ_UPDATE : 0);
+		at = (uint16_t)qp->sq.pi;
+		cr_assert_eq(zd_mlx5_post_atomic(ep, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &word, c, &r,
+						 s.swap, 0xdead, fl), DAT_SUCCESS);
+		ref_post(&e, &s);
+		check_atomic_wqe(zd_mlx5_sq_bb(&qp->sq, at), at, MLX5_OPCODE_ATOMIC_FA,
+				 r.virtual_address, r.rmr_context, s.swap, 0,
+				 (uintptr_t)data_c, 0x44);
+		/* compare and swap: compare = the DAT operand, swap_add = swap */
+		s.opcode = MLX5_OPCODE_ATOMIC_CS;
+		s.swap = 0xaaaa;
+		s.cmp = 0xbbbb;
+		at = (uint16_t)qp->sq.pi;
+		cr_assert_eq(zd_mlx5_post_atomic(ep, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, &word, c, &r,
+						 0xbbbb, 0xaaaa, fl), DAT_SUCCESS);
+		ref_post(&e, &s);
+		check_atomic_wqe(zd_mlx5_sq_bb(&qp->sq, at), at, MLX5_OPCODE_ATOMIC_CS,
+				 r.virtual_address, r.rmr_context, 0xaaaa, 0xbbbb,
+				 (uintptr_t)data_c, 0x44);
+		{
+			const struct zd_mlx5_sq_wr *w = &qp->sq.wr[at & qp->sq.mask];
+
+			cr_assert_eq(w->op, (uint8_t)DAT_IB_DTO_CMP_SWAP);
+			cr_assert_eq(w->len, 8);
+			cr_assert_eq(w->nbb, 1);
+			/* never the latency paths' WR_EVENT */
+			cr_assert_eq(w->flags & (ZD_MLX5_WR_EVENT | ZD_MLX5_WR_EXT), ZD_MLX5_WR_EXT);
+			cr_assert_eq(!!(w->flags & ZD_MLX5_WR_EXT_EVENT),
+				     zd_mlx5_wants_event(fl, flagsets[f].ep));
+			cr_assert_eq(!!(w->flags & ZD_MLX5_WR_SWAP64), qp->atomic_be);
+		}
+		cr_assert_eq(memcmp(e.buf, e.ref, 8 * 64), 0, "flags 0x%x", fl);
+		cr_assert_eq(e.dbrec, htobe32(qp->sq.pi & 0xffff));
+		zd_mlx5_sq_retire(&qp->sq, (uint16_t)(qp->sq.pi - 1));
+	}
+	/* a full SQ refuses an atomic as any post */
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(zd_mlx5_post_atomic(ep, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &word, c, &r, 1,
+						 0, 0), DAT_SUCCESS);
+	cr_assert_eq(zd_mlx5_post_atomic(ep, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &word, c, &r, 1, 0, 0),
+		     DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+	word = seg(data_b, 200, 0x42);
+	cr_assert_eq(zd_mlx5_post_rdma_write_imm(ep, 1, &word, c, &r, 1, 0),
 		     DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
 	e.sqp = &e.sq;
 	sqenv_fini(&e);
