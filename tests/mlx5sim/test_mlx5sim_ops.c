@@ -3,7 +3,8 @@
  * its data and writes the CQE fields the PRM defines; protection errors
  * give their syndromes, leave the target untouched and flush what follows;
  * RNR, SRQ, unsignaled WQEs, tiny queues wrapping, events, CQ overrun and
- * the BlueFlame checks.
+ * the BlueFlame checks; writes with immediate data (RNR, SRQ, no right)
+ * and atomics on host-order words with big-endian results.
  */
 #include "mlx5sim_test.h"
 
@@ -157,13 +158,15 @@ Test(ops, rdma_write_imm_consumes_a_receive)
 	cr_assert_eq(lb[2048], 0, "a write with immediate scatters nothing into the receive");
 }
 
-Test(ops, atomics_big_endian)
+/* As a ConnectX in its default requester mode: operands big-endian in the
+ * WQE, the target word the host's, the old value back big-endian. */
+Test(ops, atomics_host_target_big_endian_result)
 {
 	struct t_wqe w;
 	struct mlx5_cqe64 c;
 	uint64_t *target = (uint64_t *)(lb + 512), *res = (uint64_t *)(la + 512);
 
-	*target = htobe64(40);
+	*target = 40;
 	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE, 0);
 	t_wqe_raddr(&w, (uintptr_t)target, kb);
 	t_wqe_atomic(&w, 2, 0);
@@ -173,7 +176,7 @@ Test(ops, atomics_big_endian)
 	check_req(&c, &qa, MLX5_OPCODE_ATOMIC_FA, 0);
 	cr_assert_eq(be32toh(c.byte_cnt), 8);
 	cr_assert_eq(be64toh(*res), 40);
-	cr_assert_eq(be64toh(*target), 42);
+	cr_assert_eq(*target, 42);
 
 	/* compare fails: nothing swapped, old value returned */
 	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE, 0);
@@ -184,7 +187,7 @@ Test(ops, atomics_big_endian)
 	c = t_wait(&sca);
 	check_req(&c, &qa, MLX5_OPCODE_ATOMIC_CS, 1);
 	cr_assert_eq(be64toh(*res), 42);
-	cr_assert_eq(be64toh(*target), 42);
+	cr_assert_eq(*target, 42);
 	/* compare matches */
 	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE, 0);
 	t_wqe_raddr(&w, (uintptr_t)target, kb);
@@ -194,7 +197,18 @@ Test(ops, atomics_big_endian)
 	c = t_wait(&sca);
 	check_req(&c, &qa, MLX5_OPCODE_ATOMIC_CS, 2);
 	cr_assert_eq(be64toh(*res), 42);
-	cr_assert_eq(be64toh(*target), 7);
+	cr_assert_eq(*target, 7);
+	/* a carry across bytes, as only host order gets right */
+	*target = 0x00000000ffffffffull;
+	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	t_wqe_raddr(&w, (uintptr_t)target, kb);
+	t_wqe_atomic(&w, 1, 0);
+	t_wqe_data(&w, res, 8, ka);
+	t_post(&qa, &w, T_BF);
+	c = t_wait(&sca);
+	check_req(&c, &qa, MLX5_OPCODE_ATOMIC_FA, 3);
+	cr_assert_eq(be64toh(*res), 0x00000000ffffffffull);
+	cr_assert_eq(*target, 0x0000000100000000ull);
 }
 
 /* Unsignaled WQEs complete silently; a tiny SQ (8 BBs) and CQ (4 CQEs)
@@ -802,4 +816,109 @@ Test(ops, atomic_misaligned_and_without_right)
 	cr_assert_eq(t_syn(&c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 	cr_assert_eq(memcmp(lb, snap, BUF), 0);
 	t_wait_state(nb, y.qpn, ZD_MLX5SIM_QPS_ERR);
+}
+
+/* ---- writes with immediate data ---- */
+
+/* No receive posted: the write waits at the head of the SQ (RNR, retried
+ * as a send is), nothing placed; once a receive comes it lands, data
+ * first, and consumes that receive. */
+Test(ops, rdma_write_imm_rnr_then_receive)
+{
+	struct t_wqe w;
+	struct mlx5_cqe64 c;
+	struct zd_mlx5sim_stats st;
+
+	memcpy(la, "written late", 12);
+	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(0x5150));
+	t_wqe_raddr(&w, (uintptr_t)lb + 300, kb);
+	t_wqe_inline(&w, la, 12);
+	t_post(&qa, &w, T_BF);
+	t_none(&sca, 50);
+	t_none(&rcb, 1);
+	cr_assert_eq(lb[300], 0, "nothing placed before a receive is there");
+	zd_mlx5sim_nic_stats(na, &st);
+	cr_assert_geq(st.rnr_retries, 1);
+	cr_assert_eq(zd_mlx5sim_qp_state(na, qa.qpn), ZD_MLX5SIM_QPS_RTS);
+	t_recv(&qb, lb + 2048, 16, kb);
+	c = t_wait(&sca);
+	check_req(&c, &qa, MLX5_OPCODE_RDMA_WRITE_IMM, 0);
+	c = t_wait(&rcb);
+	cr_assert_eq(t_op(&c), MLX5_CQE_RESP_WR_IMM);
+	cr_assert_eq(be32toh(c.imm_inval_pkey), 0x5150);
+	cr_assert_eq(be32toh(c.byte_cnt), 12);
+	cr_assert_eq(be16toh(c.wqe_counter), 0);
+	cr_assert_eq(memcmp(lb + 300, "written late", 12), 0);
+}
+
+/* Without remote write the responder refuses before it takes a receive:
+ * the requester's remote access error, the target untouched, and the
+ * receive flushed (not consumed) as the responder's QP goes to error. */
+Test(ops, rdma_write_imm_without_remote_write)
+{
+	struct t_wqe w;
+	struct mlx5_cqe64 c;
+	uint32_t k, r;
+
+	cr_assert_eq(zd_mlx5sim_mr_add(nb, pdb, lb, BUF, ZD_MLX5SIM_ACCESS_LOCAL_WRITE |
+						    ZD_MLX5SIM_ACCESS_REMOTE_READ, &k, &r), 0);
+	t_recv(&qb, lb + 2048, 16, kb);
+	memcpy(snap, lb, BUF);
+	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(1));
+	t_wqe_raddr(&w, (uintptr_t)lb, r);
+	t_wqe_data(&w, la, 64, ka);
+	t_post(&qa, &w, T_BF);
+	c = t_wait(&sca);
+	cr_assert_eq(t_op(&c), MLX5_CQE_REQ_ERR);
+	cr_assert_eq(t_syn(&c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	cr_assert_eq(memcmp(lb, snap, BUF), 0, "target untouched");
+	t_wait_state(nb, qb.qpn, ZD_MLX5SIM_QPS_ERR);
+	c = t_wait(&rcb);
+	cr_assert_eq(t_op(&c), MLX5_CQE_RESP_ERR);
+	cr_assert_eq(t_syn(&c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	t_none(&rcb, 20);
+}
+
+/* Into an SRQ: the SRQ's next WQE is consumed, named by its index. */
+Test(ops, rdma_write_imm_into_srq)
+{
+	struct zd_mlx5sim_nic *n3;
+	struct t_cq s3, r3;
+	struct t_qp x, y;
+	struct t_srq srq = { 0 };
+	struct t_wqe w;
+	struct mlx5_cqe64 c;
+	uint32_t pd3, k3, rk3;
+	uint16_t ind;
+	uint8_t *tb = aligned_alloc(64, BUF);
+
+	memset(tb, 0, BUF);
+	t_end_open(&n3, &pd3, &s3, &r3);
+	cr_assert_eq(zd_mlx5sim_srq_create(n3, pd3, 4, 1, &srq.d), 0);
+	cr_assert_eq(zd_mlx5sim_mr_add(n3, pd3, tb, BUF, T_ACC_ALL, &k3, &rk3), 0);
+	t_qp_make(na, pda, &sca, &rca, 0, 8, 4, &x);
+	t_qp_make(n3, pd3, &s3, &r3, srq.d.srqn, 8, 0, &y);
+	t_connect(na, &x, n3, &y);
+	t_srq_post(&srq, tb + 1024, 16, k3);
+	ind = t_srq_post(&srq, tb + 2048, 16, k3);
+	memcpy(la, "to the srq", 10);
+	for (int i = 0; i < 2; i++) {
+		t_wqe_ctrl(&w, &x, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_WQE_CTRL_CQ_UPDATE,
+			   htobe32(0xa0 + (uint32_t)i));
+		t_wqe_raddr(&w, (uintptr_t)tb + 16 * (uint32_t)i, rk3);
+		t_wqe_data(&w, la, 10, ka);
+		t_post(&x, &w, T_BF);
+		c = t_wait(&sca);
+		check_req(&c, &x, MLX5_OPCODE_RDMA_WRITE_IMM, (uint16_t)i);
+		c = t_wait(&r3);
+		cr_assert_eq(t_op(&c), MLX5_CQE_RESP_WR_IMM);
+		cr_assert_eq(be32toh(c.imm_inval_pkey), 0xa0 + (uint32_t)i);
+		cr_assert_eq(be32toh(c.srqn_uidx) & 0xffffff, srq.d.srqn);
+		cr_assert_eq(be16toh(c.wqe_counter), i ? ind : (uint16_t)(ind - 1));
+		cr_assert_eq(memcmp(tb + 16 * i, "to the srq", 10), 0);
+	}
+	cr_assert_eq(tb[1024], 0, "nothing scattered into the receive buffers");
+	cr_assert_eq(tb[2048], 0);
+	zd_mlx5sim_nic_close(n3);
+	free(tb);
 }

@@ -67,8 +67,8 @@ static int child(int sock)
 		return 14;
 	h.priv = (uintptr_t)priv;
 	h.chunk = (uintptr_t)chunk;
-	*(uint64_t *)(priv + 64) = htobe64(1000);
-	*(uint64_t *)(chunk + 64) = htobe64(2000);
+	*(uint64_t *)(priv + 64) = 1000;
+	*(uint64_t *)(chunk + 64) = 2000;
 	t_recv(&qp, rbuf, 64, klocal);
 	xfer(sock, &h, sizeof(h), true);
 	xfer(sock, &peer, sizeof(peer), false);
@@ -96,9 +96,9 @@ static int child(int sock)
 	if ((c.op_own >> 4) != MLX5_CQE_RESP_SEND || be32toh(c.byte_cnt) != 5 ||
 	    memcmp(rbuf, "child", 5) != 0)
 		return 23;
-	/* the atomics landed (big-endian in memory) */
-	while (be64toh(*(volatile uint64_t *)(priv + 64)) != 1005 ||
-	       be64toh(*(volatile uint64_t *)(chunk + 64)) != 2007)
+	/* the atomics landed (host order in memory) */
+	while (*(volatile uint64_t *)(priv + 64) != 1005 ||
+	       *(volatile uint64_t *)(chunk + 64) != 2007)
 		if (t_now_ms() > end)
 			return 24;
 	xfer(sock, &r, 1, true);
@@ -189,7 +189,8 @@ Test(proc, two_processes_target_only_spins, .timeout = 60)
 	c = t_wait(&scq);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);
 
-	/* atomics on private memory (process_vm) and on the chunk (mapped) */
+	/* atomics on private memory (process_vm) and on the chunk (mapped);
+	 * the old values come back big-endian */
 	c = one_sided(&qp, &scq, MLX5_OPCODE_ATOMIC_FA, h.priv + 64, h.kpriv, (uint64_t[]){ 5, 0 },
 		      buf + 400, 8, k);
 	cr_assert_eq(t_op(&c), MLX5_CQE_REQ);

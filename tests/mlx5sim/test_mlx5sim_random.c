@@ -155,18 +155,23 @@ static void run(uint64_t seed, int steps)
 				uint32_t slot = rnd(8), res = rnd(128);
 				uint64_t cur, arg = rnd(1000), cmp;
 
+				uint64_t old_be;
+
+				/* the target word in host order, the old value
+				 * back big-endian */
 				memcpy(&cur, mb + AT_TGT + slot * 8, 8);
-				cmp = rnd(2) ? be64toh(cur) : rnd(1000);
+				cmp = rnd(2) ? cur : rnd(1000);
 				t_wqe_ctrl(&w, &qa, op == 4 ? MLX5_OPCODE_ATOMIC_FA : MLX5_OPCODE_ATOMIC_CS,
 					   0, 0);
 				t_wqe_raddr(&w, (uintptr_t)lb + AT_TGT + slot * 8, kb);
 				t_wqe_atomic(&w, arg, cmp);
 				t_wqe_data(&w, la + AT_RES + res * 8, 8, ka);
-				memcpy(ma + AT_RES + res * 8, &cur, 8);
+				old_be = htobe64(cur);
+				memcpy(ma + AT_RES + res * 8, &old_be, 8);
 				if (op == 4)
-					cur = htobe64(be64toh(cur) + arg);
-				else if (be64toh(cur) == cmp)
-					cur = htobe64(arg);
+					cur += arg;
+				else if (cur == cmp)
+					cur = arg;
 				memcpy(mb + AT_TGT + slot * 8, &cur, 8);
 				break;
 			}

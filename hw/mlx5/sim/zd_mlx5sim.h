@@ -26,7 +26,9 @@
  * toggled) or an 8-byte doorbell; CQEs by owner bit, consumer index in
  * dbrec[0]; arming by dbrec[1] plus the 64-bit UAR doorbell at
  * uar + MLX5_CQ_DOORBELL (sn << 28 | cmd | ci, cqn), sn bumped per event.
- * Atomics are big-endian, as mlx5's: operands, target and result.
+ * Atomics as a ConnectX in its default requester mode: operands big-endian
+ * in the WQE, the target word in host order, the old value written back
+ * big-endian.
  * ZDAPL_MLX5SIM_DEBUG=1 logs WQE errors and doorbell violations on stderr.
  */
 #ifndef ZD_MLX5SIM_H

@@ -20,6 +20,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>          /* before dat_ib_extensions.h */
+#include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
@@ -131,6 +134,8 @@ static DAT_RETURN ms_open(const struct zd_ia_params *p, void **ctx, struct zd_ml
 	caps->max_rd_atomic = 16;
 	caps->max_inline = ZD_MLX5_INLINE_DEF;
 	caps->max_msg_size = 1u << 30;
+	/* As a ConnectX left in its default requester mode. */
+	caps->atomic_reply_be = true;
 	*ctx = b;
 	return DAT_SUCCESS;
 err:
@@ -192,9 +197,11 @@ static DAT_RETURN ms_mr_reg(void *ctx, void *pd, uint64_t addr, uint64_t len,
 		access |= ZD_MLX5SIM_ACCESS_LOCAL_WRITE;
 	if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG)
 		access |= ZD_MLX5SIM_ACCESS_REMOTE_READ;
-	/* The model, as verbs, wants local write with remote write. */
+	/* The model, as verbs, wants local write with remote write or atomic. */
 	if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
 		access |= ZD_MLX5SIM_ACCESS_REMOTE_WRITE | ZD_MLX5SIM_ACCESS_LOCAL_WRITE;
+	if (priv & DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
+		access |= ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC | ZD_MLX5SIM_ACCESS_LOCAL_WRITE;
 	rc = zd_mlx5sim_mr_add(((struct zd_ms_be *)ctx)->nic, n_of(pd), (void *)(uintptr_t)addr,
 			       len, access, lkey, rkey);
 	if (rc == -EINVAL)
@@ -263,7 +270,8 @@ static DAT_RETURN ms_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, vo
 	uint32_t inl_ds = init->max_inline ?
 		(uint32_t)(sizeof(struct mlx5_wqe_inl_data_seg) + init->max_inline + 15) / 16 : 0;
 	/* Largest WQE the data path may build: ctrl + raddr + the larger of
-	 * its data segments and its inline data (DAT posts no atomics). */
+	 * its data segments and its inline data (an atomic's four segments
+	 * take one block, which any SQ has). */
 	uint32_t ds = 2 + (sge > inl_ds ? sge : inl_ds);
 	uint32_t bb = (ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
 	uint64_t sq_bb = (uint64_t)pow2_up(init->max_send_wr ? init->max_send_wr : 1) * bb;

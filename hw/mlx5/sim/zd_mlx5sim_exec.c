@@ -292,26 +292,36 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 		if (st == ZD_MS_ERR)
 			return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
 	}
-	if (zd_soft_peer_copy(x->e->peer, write, l, n, &r, 1) != 0)
+	if (zd_soft_peer_copy(x->e->peer, write, l, n, &r, 1) != 0) {
+		/* The receive was taken: it completes in error, as the QP. */
+		if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
+			resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+				   x->opcode);
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
+	}
+	/* The receive's CQE after the data (zd_soft_peer_copy has placed
+	 * every byte, and zd_ms_cq_write publishes with a release). */
 	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
 		resp_cqe(x, pq, &rc, MLX5_CQE_RESP_WR_IMM, (uint32_t)total);
 	return (struct zd_ms_result){ .status = ZD_MS_OK, .byte_cnt = (uint32_t)total };
 }
 
-/* Big-endian 64-bit atomics (the mlx5 default): operands and the value in
- * memory are big-endian; the old value lands in the local buffer as is. */
-static uint64_t atomic_apply(uint64_t old_raw, const void *arg, bool *store)
+/* 64-bit atomics as a ConnectX runs them: the operands come big-endian in
+ * the WQE's atomic segment, the target word is the host's (its CPU reads
+ * and writes it natively), and the old value goes back big-endian -- the
+ * PRM's default requester mode (atomic_req_8B_endianness_mode 0), which a
+ * kernel switches to host order where the HCA allows (zd_mlx5_verbs.c). */
+static uint64_t atomic_apply(uint64_t old, const void *arg, bool *store)
 {
 	const struct zd_ms_wqe *x = arg;
 	const struct mlx5_wqe_atomic_seg *a = (const void *)(x->w + 32);
 
 	if (x->opcode == MLX5_OPCODE_ATOMIC_CS) {
-		*store = old_raw == a->compare;
-		return a->swap_add;
+		*store = old == be64toh(a->compare);
+		return be64toh(a->swap_add);
 	}
 	*store = true;
-	return htobe64(be64toh(old_raw) + be64toh(a->swap_add));
+	return old + be64toh(a->swap_add);
 }
 
 static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
@@ -339,6 +349,8 @@ static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
 	if (zd_soft_peer_atomic(p, &zd_ms_peer_sh(p)->atomic_lock, chunk, raddr, atomic_apply, x,
 				&old) != 0)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
+	/* The old value, big-endian, before the requester's CQE. */
+	old = htobe64(old);
 	memcpy((void *)(uintptr_t)laddr, &old, 8);
 	return (struct zd_ms_result){ .status = ZD_MS_OK, .byte_cnt = 8 };
 }
