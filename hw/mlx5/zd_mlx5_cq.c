@@ -222,16 +222,16 @@ static __attribute__((noinline)) void ext_event(struct zd_evd *evd, struct zd_ep
 }
 
 /*
- * The CQE of an IB extension WQE (ZD_MLX5_WR_EXT) at @wc -> 0 or 1 DAT
- * events.  An atomic's old value the NIC wrote big-endian
- * (ZD_MLX5_WR_SWAP64) is turned to host order first: the WQE, still ours
- * until it is retired, names the 8 bytes in its data segment (ctrl, raddr,
- * atomic, data: zd_mlx5_post_atomic).  Nothing is read from @wr after the
- * retire, which lets the poster reuse it.
+ * The CQE of an IB extension WQE (ZD_MLX5_WR_EXT) at @wc is taken: its
+ * bookkeeping comes back (nothing is read from @wr after the retire, which
+ * lets the poster reuse it).  An atomic's old value the NIC wrote
+ * big-endian (ZD_MLX5_WR_SWAP64) is turned to host order first: the WQE,
+ * still ours until it is retired, names the 8 bytes in its data segment
+ * (ctrl, raddr, atomic, data: zd_mlx5_post_atomic).
  */
-static __attribute__((noinline)) int req_ext(struct zd_mlx5_cq_obj *cq, struct zd_mlx5_qp *qp,
-					     struct zd_mlx5_sq_wr *wr, uint16_t wc,
-					     DAT_DTO_COMPLETION_STATUS st)
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr req_ext_retire(struct zd_mlx5_qp *qp,
+							    struct zd_mlx5_sq_wr *wr, uint16_t wc,
+							    DAT_DTO_COMPLETION_STATUS st)
 {
 	const struct zd_mlx5_sq_wr w = *wr;
 
@@ -249,6 +249,16 @@ static __attribute__((noinline)) int req_ext(struct zd_mlx5_cq_obj *cq, struct z
 		memcpy(old, &v, sizeof(v));
 	}
 	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	return w;
+}
+
+/* The CQE of an IB extension WQE at @wc -> 0 or 1 DAT events. */
+static __attribute__((noinline)) int req_ext(struct zd_mlx5_cq_obj *cq, struct zd_mlx5_qp *qp,
+					     struct zd_mlx5_sq_wr *wr, uint16_t wc,
+					     DAT_DTO_COMPLETION_STATUS st)
+{
+	const struct zd_mlx5_sq_wr w = req_ext_retire(qp, wr, wc, st);
+
 	if (st == DAT_DTO_SUCCESS && !(w.flags & ZD_MLX5_WR_EXT_EVENT))
 		return 0;  /* suppressed */
 	ext_event(cq->evd, qp->ep, w.cookie, st, w.len, (DAT_DTOS)w.op, 0, false);
@@ -504,6 +514,27 @@ static __attribute__((noinline)) DAT_RETURN cq_poll_one_slow(struct zd_mlx5_cq_o
 	return zd_evd_take(evd, out);
 }
 
+/* cq_poll_one's case of a successful requester CQE whose WQE (@wr at @wc
+ * of @qp) the latency path does not take: an IB extension operation that
+ * wants its event goes straight into @out as well (a write with immediate
+ * data, an atomic: the same latency loops); anything else, the ordinary
+ * way. */
+static __attribute__((noinline)) DAT_RETURN cq_poll_one_req(struct zd_mlx5_cq_obj *cq,
+							   struct zd_evd *evd, DAT_EVENT *out,
+							   struct zd_mlx5_qp *qp,
+							   struct zd_mlx5_sq_wr *wr, uint16_t wc)
+{
+	struct zd_mlx5_sq_wr w;
+
+	if (!(wr->flags & ZD_MLX5_WR_EXT_EVENT) || !zd_evd_direct_ok(evd))
+		return cq_poll_one_slow(cq, evd, out);
+	cq->q.ci++;
+	w = req_ext_retire(qp, wr, wc, DAT_DTO_SUCCESS);
+	zd_dto_event_fill(out, evd, qp->ep, w.cookie, DAT_DTO_SUCCESS, w.len, (DAT_DTOS)w.op, 0);
+	pass_end(cq, 1);
+	return DAT_SUCCESS;
+}
+
 static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_(struct zd_evd *evd, DAT_EVENT *out,
 					       bool ring_if_empty)
 {
@@ -527,7 +558,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_(struct zd_evd *evd, DAT_EVENT *o
 	wc = be16toh(cqe->wqe_counter);
 	wr = &qp->sq.wr[wc & qp->sq.mask];
 	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT) || !zd_evd_direct_ok(evd)))
-		goto slow;
+		return cq_poll_one_req(cq, evd, out, qp, wr, wc);
 	cq->q.ci++;
 	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
 	dto_fill(out, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);

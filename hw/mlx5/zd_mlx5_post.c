@@ -169,7 +169,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_inl1(struct zd_mlx5_qp *qp, uint8_t opco
 {
 	if (ZD_UNLIKELY(!zd_mlx5_sq_post_inl1(&qp->sq, opcode, fm_ce_se, rdma, remote,
 					      (const void *)(uintptr_t)iov[0].virtual_address,
-					      iov[0].segment_length, cookie, op, event)))
+					      iov[0].segment_length, cookie, op, event, 0, false)))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
 }
@@ -278,6 +278,18 @@ DAT_RETURN zd_mlx5_post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n, const DAT_
 				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				       uint32_t imm, DAT_COMPLETION_FLAGS flags)
 {
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+
+	/* One small segment: the plain write's one-block inline WQE. */
+	if (inl1_ok(n, iov, qp->sq.inl1_rdma) && inl_src_ok(qp, iov)) {
+		if (ZD_UNLIKELY(!zd_mlx5_sq_post_inl1(
+			    &qp->sq, MLX5_OPCODE_RDMA_WRITE_IMM, zd_mlx5_fm_ce_se(flags, false, true),
+			    true, remote, (const void *)(uintptr_t)iov[0].virtual_address,
+			    iov[0].segment_length, cookie, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED,
+			    zd_mlx5_wants_event(flags, qp->req_flags), htobe32(imm), true)))
+			return ZD_MLX5_SQ_FULL;
+		return DAT_SUCCESS;
+	}
 	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE_IMM, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, n,
 		       iov, cookie, remote, htobe32(imm), flags);
 }

@@ -516,13 +516,15 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO
  * zd_mlx5_sq_post for a WQE of ctrl, [raddr], one inline segment of
  * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against max_inline): one
  * WQEBB, so no wrap checks, no division, no loop.  Same bytes, same
- * bookkeeping, same doorbell as the general path.
+ * bookkeeping, same doorbell as the general path.  @imm: the control
+ * segment's immediate (big-endian); @ext: an IB extension operation's WQE
+ * (ZD_MLX5_WR_EXT bookkeeping).
  */
 static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t opcode,
 						  uint8_t fm_ce_se, bool rdma,
 						  const DAT_RMR_TRIPLET *remote, const void *src,
 						  uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
-						  bool event)
+						  bool event, uint32_t imm, bool ext)
 {
 	const uint32_t pi = sq->pi;
 	const uint32_t ds = 1 + rdma +
@@ -541,10 +543,11 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 	 * ctrl first, the byte copies (which the compiler must assume alias
 	 * @sq) last. */
 	zd_mlx5_sq_wr_set(&sq->wr[pi & sq->mask], cookie, len, (uint8_t)op, 1,
-			  (uint8_t)((event ? ZD_MLX5_WR_EVENT : 0) |
+			  (uint8_t)((ext ? ZD_MLX5_WR_EXT | (event ? ZD_MLX5_WR_EXT_EVENT : 0) :
+					   (event ? ZD_MLX5_WR_EVENT : 0)) |
 				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	wqe = zd_mlx5_sq_bb(sq, pi);
-	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, 0);
+	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, imm);
 	seg = wqe + 16;
 	if (rdma) {
 		/* raddr, then rkey and the reserved word as one store */

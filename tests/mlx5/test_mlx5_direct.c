@@ -7,6 +7,8 @@
  *
  *  - bytes: the direct event equals the one the ring path hands back
  *    (fields, solicited mark, zeroed extension words); the ring is not used;
+ *    the same for IB extension completions (DAT_IB_DTO_EVENTs, an atomic's
+ *    old value in host order);
  *  - order: an event already in the ring, or claimed there and not yet
  *    published, or spilled after an overflow, comes out before a CQE the
  *    direct path could take; overflow is reported once, as before;
@@ -29,6 +31,7 @@
 #include "core/zd_ep.h"
 #include "core/zd_ia.h"
 #include "core/zd_obj.h"
+#include "core/zd_ext.h"
 #include "evd/zd_evd.h"
 #include "hw/mlx5/zd_mlx5.h"
 
@@ -183,6 +186,78 @@ static void test_bytes(struct env *e)
 		EXPECT(direct.event_extension_data[i] == 0 && viaring.event_extension_data[i] == 0,
 		       "extension word %d not zeroed", i);
 	EXPECT(dequeue(e->req_evd, &direct) == DAT_QUEUE_EMPTY, "EVD not empty after");
+}
+
+/* IB extension completions (an atomic, a write with immediate data) go
+ * straight to the caller too, as the DAT_IB_DTO_EVENT the ring path hands
+ * back, all 120 bytes; an atomic's big-endian old value is in host order
+ * by then, a suppressed one's as well once a later completion is seen. */
+static bool is_ext(const struct env *e, const DAT_EVENT *ev, uint64_t cookie, DAT_DTOS op,
+		   DAT_IB_EXT_TYPE type)
+{
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev->event_data.dto_completion_event_data;
+	const DAT_IB_EXTENSION_EVENT_DATA *x = (const void *)ev->event_extension_data;
+
+	return ev->event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT &&
+	       ev->evd_handle == e->req_evd && d->ep_handle == e->ep_h &&
+	       d->status == DAT_DTO_SUCCESS && d->user_cookie.as_64 == cookie &&
+	       d->operation == op && d->transfered_length == 8 && x->type == type &&
+	       x->status == DAT_OP_SUCCESS;
+}
+
+static void test_ext(struct env *e, struct zd_ep *ep)
+{
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+	DAT_EVENT direct, viaring;
+	uint64_t tail0 = ring_tail(e->evd->ring);
+	DAT_RETURN (*one)(struct zd_evd *, DAT_EVENT *) = e->evd->cq_poll_one;
+	DAT_DTO_COOKIE c = { .as_64 = 301 };
+
+	qp->atomic_be = true;
+	CHECK(zd_ep_post_atomic(e->ep_h, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &e->l, c, &e->r, 1, 0,
+				DAT_COMPLETION_DEFAULT_FLAG));
+	src = htobe64(0x0102030405060708ull);   /* as the NIC writes it */
+	nic_run();
+	memset(&direct, 0xa5, sizeof(direct));
+	EXPECT(dequeue(e->req_evd, &direct) == DAT_SUCCESS, "direct dequeue of an atomic");
+	EXPECT(is_ext(e, &direct, 301, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, DAT_IB_FETCH_AND_ADD),
+	       "direct atomic event fields");
+	EXPECT(src == 0x0102030405060708ull, "old value not in host order");
+	EXPECT(ring_tail(e->evd->ring) == tail0, "the direct path claimed a ring slot");
+
+	zd_evd_set_poll_one(e->evd, NULL);
+	CHECK(zd_ep_post_atomic(e->ep_h, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, &e->l, c, &e->r, 1, 0,
+				DAT_COMPLETION_DEFAULT_FLAG));
+	src = htobe64(0x0102030405060708ull);
+	nic_run();
+	memset(&viaring, 0x5a, sizeof(viaring));
+	EXPECT(dequeue(e->req_evd, &viaring) == DAT_SUCCESS, "ring dequeue of an atomic");
+	zd_evd_set_poll_one(e->evd, one);
+	EXPECT(ring_tail(e->evd->ring) == tail0 + 1, "the ring path did not use the ring");
+	EXPECT(!memcmp(&direct, &viaring, sizeof(direct)), "direct and ring events differ");
+	EXPECT(src == 0x0102030405060708ull, "old value not in host order (ring)");
+
+	/* write with immediate data */
+	c.as_64 = 302;
+	CHECK(zd_ep_post_rdma_write_imm(e->ep_h, 1, &e->l, c, &e->r, 0x77,
+					DAT_COMPLETION_DEFAULT_FLAG));
+	nic_run();
+	EXPECT(dequeue(e->req_evd, &direct) == DAT_SUCCESS &&
+	       is_ext(e, &direct, 302, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED,
+		      DAT_IB_RDMA_WRITE_IMMED), "direct write-with-immediate event");
+
+	/* a suppressed atomic, then a write: one event, the value turned */
+	c.as_64 = 303;
+	CHECK(zd_ep_post_atomic(e->ep_h, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, &e->l, c, &e->r, 1, 2,
+				DAT_COMPLETION_SUPPRESS_FLAG));
+	post_write(e, 304);
+	src = htobe64(42);
+	nic_run();
+	EXPECT(dequeue(e->req_evd, &direct) == DAT_SUCCESS && is_write(e, &direct, 304),
+	       "the write's event after a suppressed atomic");
+	EXPECT(src == 42, "the suppressed atomic's old value not in host order");
+	EXPECT(dequeue(e->req_evd, &direct) == DAT_QUEUE_EMPTY, "EVD not empty after");
+	qp->atomic_be = false;
 }
 
 /* An event already published in the ring comes first. */
@@ -453,6 +528,7 @@ int main(void)
 	for (int pass = 0; pass < 2; pass++) {
 		dequeue = pass ? prov->evd_dequeue_func : zd_evd_dequeue;
 		test_bytes(&e);
+		test_ext(&e, ep);
 		test_ring_first(&e);
 		test_claimed_first(&e);
 		test_overflow_first(&e);
