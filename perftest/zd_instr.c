@@ -4,7 +4,14 @@
  * plus polling its completion into a DAT event -- counted by callgrind.
  *
  *   valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes \
- *       zd_instr [-P ia_name] [-n iters]        (tools/instr_count.sh runs it)
+ *       zd_instr [-P ia_name] [-n iters] [-o write|imm|faa]
+ *                                               (tools/instr_count.sh runs it)
+ *
+ * -o imm and -o faa count an IB extension instead: an 8-byte RDMA write
+ * with immediate data (the target's receive posted and its completion
+ * taken uncounted) or a fetch-and-add of 1 on the 8-byte word, posted
+ * through the provider's handle_extendedop_func as libdat2's
+ * dat_extension_op hands it over (its va_list decoding counted).
  *
  * One process, two EPs connected to each other over the provider's own
  * connection manager.  The provider is called through its DAT_PROVIDER
@@ -25,6 +32,7 @@
  * of calls (a smoke test).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
@@ -35,6 +43,7 @@
 
 #include <dat2/udat.h>
 #include <dat2/dat_registry.h>   /* the DAT_*() redirection macros */
+#include <dat2/dat_ib_extensions.h>
 #include <valgrind/callgrind.h>
 
 #define COOKIE_MAGIC 0x5a44494e53545231ull   /* "ZDINSTR1" */
@@ -75,19 +84,41 @@ static void side_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, struct side *s)
 	CHECK(dat_ep_create(ia, pz, s->recv_evd, s->req_evd, s->conn_evd, NULL, &s->ep));
 }
 
+/* What libdat2's dat_extension_op does with an extension call: hands the
+ * rest of the arguments to the provider as a va_list. */
+static DAT_RETURN ext_op(DAT_HANDLE h, DAT_EXTENDED_OP op, ...)
+{
+	va_list args;
+	DAT_RETURN ret;
+
+	va_start(args, op);
+	ret = DAT_HANDLE_EXTENDEDOP(h, op, args);
+	va_end(args);
+	return ret;
+}
+
+enum instr_op { OP_WRITE, OP_IMM, OP_FAA };
+
 int main(int argc, char **argv)
 {
 	char *ia_name = "zdapl-shm";
 	unsigned long iters = 1000;
+	enum instr_op op = OP_WRITE;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "P:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "P:n:o:")) != -1) {
 		if (opt == 'P')
 			ia_name = optarg;
 		else if (opt == 'n')
 			iters = strtoul(optarg, NULL, 0);
+		else if (opt == 'o' && !strcmp(optarg, "write"))
+			op = OP_WRITE;
+		else if (opt == 'o' && !strcmp(optarg, "imm"))
+			op = OP_IMM;
+		else if (opt == 'o' && !strcmp(optarg, "faa"))
+			op = OP_FAA;
 		else {
-			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters]\n");
+			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters] [-o write|imm|faa]\n");
 			return 2;
 		}
 	}
@@ -120,9 +151,10 @@ int main(int argc, char **argv)
 	wait_event(a.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev);
 
 	static uint64_t src __attribute__((aligned(64))), dst __attribute__((aligned(64)));
-	DAT_LMR_HANDLE src_lmr, dst_lmr;
-	DAT_LMR_CONTEXT src_lkey, dst_lkey;
-	DAT_RMR_CONTEXT src_rkey, dst_rkey;
+	static uint64_t rcv __attribute__((aligned(64)));
+	DAT_LMR_HANDLE src_lmr, dst_lmr, rcv_lmr;
+	DAT_LMR_CONTEXT src_lkey, dst_lkey, rcv_lkey;
+	DAT_RMR_CONTEXT src_rkey, dst_rkey, rcv_rkey;
 	DAT_VLEN reg_len;
 	DAT_VADDR reg_addr;
 	DAT_REGION_DESCRIPTION rd;
@@ -133,15 +165,25 @@ int main(int argc, char **argv)
 			     &src_rkey, &reg_len, &reg_addr));
 	rd.for_va = &dst;
 	CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, rd, sizeof(dst), pz,
-			     DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &dst_lmr, &dst_lkey,
-			     &dst_rkey, &reg_len, &reg_addr));
+			     op == OP_FAA ? DAT_MEM_PRIV_ALL_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC :
+					    DAT_MEM_PRIV_ALL_FLAG,
+			     DAT_VA_TYPE_VA, &dst_lmr, &dst_lkey, &dst_rkey, &reg_len, &reg_addr));
+	/* b's receive, which each write with immediate data consumes */
+	rd.for_va = &rcv;
+	CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, rd, sizeof(rcv), pz,
+			     DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &rcv_lmr, &rcv_lkey,
+			     &rcv_rkey, &reg_len, &reg_addr));
+	DAT_LMR_TRIPLET rl = { .lmr_context = rcv_lkey, .virtual_address = (uintptr_t)&rcv,
+			       .segment_length = sizeof(rcv) };
 
 	DAT_LMR_TRIPLET l = { .lmr_context = src_lkey, .virtual_address = (uintptr_t)&src,
 			      .segment_length = sizeof(src) };
 	DAT_RMR_TRIPLET r = { .rmr_context = dst_rkey, .virtual_address = (uintptr_t)&dst,
 			      .segment_length = sizeof(dst) };
 	DAT_DTO_COOKIE cookie = { .as_64 = COOKIE_MAGIC };
-	unsigned long empty = 0;
+	unsigned long empty = 0, faas = 0;
+	const DAT_EVENT_NUMBER want_ev = op == OP_WRITE ? DAT_DTO_COMPLETION_EVENT :
+				       (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT;
 
 	/* Warm up (caches, lazy binding, first-touch) uncounted, then one
 	 * pass counting the posts, one counting the dequeues. */
@@ -152,20 +194,32 @@ int main(int argc, char **argv)
 		for (unsigned long i = 0; i < n; i++) {
 			DAT_RETURN ret;
 
+			uint64_t landed;
+
 			src = i + 1;
+			if (op == OP_IMM)
+				CHECK(DAT_EP_POST_RECV(b.ep, 1, &rl, cookie, DAT_COMPLETION_DEFAULT_FLAG));
 			if (count_post)
 				CALLGRIND_TOGGLE_COLLECT;
-			ret = DAT_EP_POST_RDMA_WRITE(a.ep, 1, &l, cookie, &r,
-						     DAT_COMPLETION_DEFAULT_FLAG);
+			if (op == OP_WRITE)
+				ret = DAT_EP_POST_RDMA_WRITE(a.ep, 1, &l, cookie, &r,
+							     DAT_COMPLETION_DEFAULT_FLAG);
+			else if (op == OP_IMM)
+				ret = ext_op(a.ep, DAT_IB_RDMA_WRITE_IMMED_OP, (DAT_COUNT)1, &l, cookie,
+					     &r, (DAT_UINT32)i, DAT_COMPLETION_DEFAULT_FLAG);
+			else
+				ret = ext_op(a.ep, DAT_IB_FETCH_AND_ADD_OP, (DAT_UINT64)1, &l, cookie,
+					     &r, DAT_COMPLETION_DEFAULT_FLAG);
 			if (count_post)
 				CALLGRIND_TOGGLE_COLLECT;
 			if (ret != DAT_SUCCESS)
-				die("dat_ep_post_rdma_write", ret);
+				die("post", ret);
 			/* Uncounted: let an asynchronous device (the software
 			 * NIC's thread; valgrind runs one thread at a time) land
 			 * the data and write its CQE, so that few dequeues find
 			 * nothing. */
-			while (__atomic_load_n(&dst, __ATOMIC_ACQUIRE) != src)
+			landed = op == OP_FAA ? ++faas : src;
+			while (__atomic_load_n(&dst, __ATOMIC_ACQUIRE) != landed)
 				sched_yield();
 			for (int y = 0; y < 20; y++)
 				sched_yield();
@@ -181,11 +235,26 @@ int main(int argc, char **argv)
 					die("dat_evd_dequeue", ret);
 				empty += count_poll;
 			}
-			if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
+			if (ev.event_number != want_ev ||
 			    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS ||
-			    ev.event_data.dto_completion_event_data.user_cookie.as_64 != COOKIE_MAGIC) {
+			    ev.event_data.dto_completion_event_data.user_cookie.as_64 != COOKIE_MAGIC ||
+			    (op == OP_FAA && src != landed - 1)) {
 				fprintf(stderr, "zd_instr: bad completion\n");
 				return 1;
+			}
+			/* Uncounted: the target's receive of the immediate data. */
+			if (op == OP_IMM) {
+				DAT_COUNT nmore;
+				const DAT_IB_EXTENSION_EVENT_DATA *x =
+					(const void *)ev.event_extension_data;
+
+				CHECK(dat_evd_wait(b.recv_evd, 10 * 1000 * 1000, 1, &ev, &nmore));
+				if (ev.event_number != (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT ||
+				    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS ||
+				    x->val.immed.data != (DAT_UINT32)i) {
+					fprintf(stderr, "zd_instr: bad receive of the immediate\n");
+					return 1;
+				}
 			}
 		}
 		if (count_post)
@@ -214,14 +283,16 @@ int main(int argc, char **argv)
 	}
 	CALLGRIND_DUMP_STATS_AT("window");
 
-	if (dst != iters) {
-		fprintf(stderr, "zd_instr: target holds %" PRIu64 ", expected %lu\n", dst, iters);
+	if (dst != (op == OP_FAA ? faas : iters)) {
+		fprintf(stderr, "zd_instr: target holds %" PRIu64 ", expected %lu\n", dst,
+			op == OP_FAA ? faas : iters);
 		return 1;
 	}
 	printf("ia=%s iters=%lu empty_dequeues=%lu\n", ia_name, iters, empty);
 
 	dat_lmr_free(src_lmr);
 	dat_lmr_free(dst_lmr);
+	dat_lmr_free(rcv_lmr);
 	dat_ep_disconnect(a.ep, DAT_CLOSE_ABRUPT_FLAG);
 	dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
 	return 0;
