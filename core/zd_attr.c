@@ -81,7 +81,9 @@ static DAT_COUNT fill_provider_specific(const struct zd_ia *ia, DAT_NAMED_ATTR *
 	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_CMP_AND_SWAP, ZD_TRUE_IF(d->post_atomic) };
 	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_IMMED_DATA, ZD_TRUE_IF(d->post_rdma_write_imm) };
 	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_UD, ZD_TRUE_IF(d->post_send_ud) };
-	/* dtestx takes the name's presence, not its value, for counters. */
+	/* dat_ib_query_counters and friends, every device (core/zd_counters.c);
+	 * dtestx takes the name's presence, not its value. */
+	a[n++] = (DAT_NAMED_ATTR){ DAT_IB_ATTR_COUNTERS, "TRUE" };
 	return n;
 }
 

@@ -260,6 +260,7 @@ DAT_RETURN zd_cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_CO
 	}
 	ret = cr_accept_locked(cr, ep_handle, pdata_len, pdata);
 	if (ret == DAT_SUCCESS) {
+		zd_count_ia(&cr->obj.ia->cnt, DCNT_IA_SP_CR_ACCEPTED);
 		/* The EP (the provider's too) is the consumer's now. */
 		cr->local_ep_ours = 0;
 		if (cr->local_ep)
@@ -294,6 +295,7 @@ DAT_RETURN zd_cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT pdata_len, const DAT_
 			cr->conn = NULL;
 			zd_cm_conn_close_after_flush(c);
 		}
+		zd_count_ia(&cr->obj.ia->cnt, DCNT_IA_SP_CR_REJECTED);
 		own_ep = cr_destroy_locked(cr, 1);
 	}
 	zd_cm_unlock();

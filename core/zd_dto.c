@@ -76,7 +76,10 @@ zd_ep_post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_
 	ret = request_checks(ep, n, iov, ep->attr.max_request_iov, flags, DAT_INVALID_ARG5);
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
-	return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+	ret = ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+	if (ret == DAT_SUCCESS)
+		zd_count_ep_post(&ep->cnt, ZD_POST_SEND, n, iov);
+	return ret;
 }
 
 DAT_RETURN zd_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
@@ -113,7 +116,10 @@ DAT_RETURN zd_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 		return ret;
 	if (ZD_UNLIKELY(flags & ~(DAT_COMPLETION_FLAGS)ZD_RECV_FLAGS))
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-	return ep->obj.ia->dev->post_recv(ep, n, iov, cookie, flags);
+	ret = ep->obj.ia->dev->post_recv(ep, n, iov, cookie, flags);
+	if (ZD_LIKELY(ret == DAT_SUCCESS))
+		zd_count_ep_post(&ep->cnt, ZD_POST_RECV, n, iov);
+	return ret;
 }
 
 static ZD_ALWAYS_INLINE DAT_RETURN rdma_checks(struct zd_ep *ep, DAT_COUNT n,
@@ -145,8 +151,12 @@ zd_ep_post_rdma_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
 	if (write)
-		return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
-	return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+		ret = ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+	else
+		ret = ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+	if (ret == DAT_SUCCESS)
+		zd_count_ep_post(&ep->cnt, write ? ZD_POST_WRITE : ZD_POST_READ, n, iov);
+	return ret;
 }
 
 DAT_RETURN zd_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
@@ -200,7 +210,10 @@ DAT_RETURN zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR
 			  flags);
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
-	return ep->obj.ia->dev->post_rdma_write_imm(ep, n, iov, cookie, remote, imm, flags);
+	ret = ep->obj.ia->dev->post_rdma_write_imm(ep, n, iov, cookie, remote, imm, flags);
+	if (ret == DAT_SUCCESS)
+		zd_count_ep_post(&ep->cnt, ZD_POST_WRITE_IMM, n, iov);
+	return ret;
 }
 
 /* The size of the word an atomic works on. */
@@ -217,6 +230,7 @@ DAT_RETURN zd_ep_post_atomic(DAT_EP_HANDLE h, DAT_DTOS op, const DAT_LMR_TRIPLET
 	const bool cas = op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
 	struct zd_ep *ep;
 	DAT_EP_STATE s;
+	DAT_RETURN ret;
 
 	EP_GET_READY_OR_RETURN(ep, h);
 	EXT_OP_OR_RETURN(ep, post_atomic);
@@ -235,5 +249,8 @@ DAT_RETURN zd_ep_post_atomic(DAT_EP_HANDLE h, DAT_DTOS op, const DAT_LMR_TRIPLET
 		return DAT_ERROR(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
 	if (remote->virtual_address % ZD_ATOMIC_BYTES || remote->segment_length < ZD_ATOMIC_BYTES)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, cas ? DAT_INVALID_ARG6 : DAT_INVALID_ARG5);
-	return ep->obj.ia->dev->post_atomic(ep, op, local, cookie, remote, operand, swap, flags);
+	ret = ep->obj.ia->dev->post_atomic(ep, op, local, cookie, remote, operand, swap, flags);
+	if (ret == DAT_SUCCESS)
+		zd_count_ep_post_op(&ep->cnt, cas ? ZD_POST_CMP_SWAP : ZD_POST_FETCH_ADD);
+	return ret;
 }

@@ -13,7 +13,9 @@
  * function from the handle check to the doorbell, no indirect call, no
  * second look at the EP.  The checks, the fallbacks and the errors are the
  * same code either way: a call the fast test does not pass goes to core's
- * checked path, which returns the error the spec names.
+ * checked path, which returns the error the spec names.  A post the
+ * device took is counted on either path, here (zd_counters.h: two plain
+ * adds to the EP's own counter line).
  */
 #ifndef ZD_DTO_ENTRY_H
 #define ZD_DTO_ENTRY_H
@@ -101,9 +103,12 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_send_entry(DAT_EP_HANDLE h, DAT_CO
 
 	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n)) &&
 	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov, ep->attr.max_request_iov, flags))) {
-		if (post)
-			return post(ep, n, iov, cookie, flags);
-		return ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+		DAT_RETURN ret = post ? post(ep, n, iov, cookie, flags)
+				      : ep->obj.ia->dev->post_send(ep, n, iov, cookie, flags);
+
+		if (ZD_LIKELY(ret == DAT_SUCCESS))
+			zd_count_ep_post(&ep->cnt, ZD_POST_SEND, n, iov);
+		return ret;
 	}
 	return zd_ep_post_send_checked(h, n, iov, cookie, flags);
 }
@@ -124,11 +129,18 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_entry(DAT_EP_HANDLE h, DAT_CO
 								   : ep->attr.max_rdma_read_iov),
 					 flags) &&
 		      remote != NULL)) {
+		DAT_RETURN ret;
+
 		if (post)
-			return post(ep, n, iov, cookie, remote, flags);
-		if (write)
-			return ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
-		return ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+			ret = post(ep, n, iov, cookie, remote, flags);
+		else if (write)
+			ret = ep->obj.ia->dev->post_rdma_write(ep, n, iov, cookie, remote, flags);
+		else
+			ret = ep->obj.ia->dev->post_rdma_read(ep, n, iov, cookie, remote, flags);
+		if (ZD_LIKELY(ret == DAT_SUCCESS))
+			zd_count_ep_post(&ep->cnt, write ? ZD_POST_WRITE : ZD_POST_READ,
+					 n, iov);
+		return ret;
 	}
 	return zd_ep_post_rdma_checked(h, n, iov, cookie, remote, flags, write);
 }

@@ -9,6 +9,7 @@
 #include "core/zd_obj.h"
 #include "core/zd_mem_objs.h"
 #include "core/zd_cm_wire.h"
+#include "core/zd_counters.h"
 
 struct zd_evd;
 struct zd_srq;
@@ -37,6 +38,10 @@ struct zd_ep {
 	/* private data of the last connection event that carried some: the
 	 * event points here, valid until the next such event on this EP */
 	uint8_t cm_pdata[ZD_CM_PDATA_MAX];
+
+	/* dat_ib_query_counters (zd_counters.h): lines of their own, written
+	 * by the posting thread. */
+	struct zd_ep_counters cnt;
 };
 ZD_OBJ_FITS(EP, struct zd_ep);
 

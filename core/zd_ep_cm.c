@@ -28,6 +28,8 @@ void zd_cm_ep_event(struct zd_ep *ep, DAT_EVENT_NUMBER type, const void *pdata, 
 		ev.event_data.connect_event_data.private_data = ep->cm_pdata;
 		ev.event_data.connect_event_data.private_data_size = (DAT_COUNT)len;
 	}
+	/* Any thread may post one (the CM's, a dat_cr_accept caller): atomic. */
+	atomic_fetch_add_explicit(&ep->connect_evd->conn_events, 1, memory_order_relaxed);
 	zd_evd_post(ep->connect_evd, &ev, 1);
 }
 
@@ -168,6 +170,8 @@ static DAT_RETURN ep_connect_locked(struct zd_ep *ep, const struct sockaddr_in *
 	ret = zd_cm_connect(ep, dst, (uint32_t)conn_qual, timeout, pdata, (size_t)pdata_len);
 	if (ret != DAT_SUCCESS)
 		atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+	else
+		atomic_fetch_add_explicit(&ep->cnt.connects, 1, memory_order_relaxed);
 	return ret;
 }
 
@@ -298,5 +302,7 @@ DAT_RETURN zd_ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags)
 		break;
 	}
 	zd_cm_unlock();
+	if (ret == DAT_SUCCESS)
+		atomic_fetch_add_explicit(&ep->cnt.disconnects, 1, memory_order_relaxed);
 	return ret;
 }

@@ -72,6 +72,7 @@ void zd_ia_add_child(struct zd_ia *ia, struct zd_obj *child)
 	ia->children.ia_next->ia_prev = child;
 	ia->children.ia_next = child;
 	pthread_mutex_unlock(&ia->lock);
+	zd_counters_child(ia, child->type, true);
 }
 
 void zd_ia_del_child(struct zd_ia *ia, struct zd_obj *child)
@@ -81,6 +82,7 @@ void zd_ia_del_child(struct zd_ia *ia, struct zd_obj *child)
 	child->ia_next->ia_prev = child->ia_prev;
 	child->ia_next = child->ia_prev = NULL;
 	pthread_mutex_unlock(&ia->lock);
+	zd_counters_child(ia, child->type, false);
 }
 
 DAT_RETURN zd_ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen,
@@ -131,6 +133,7 @@ DAT_RETURN zd_ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen,
 	ia->params = params;
 	ia->children.ia_next = ia->children.ia_prev = &ia->children;
 	pthread_mutex_init(&ia->lock, NULL);
+	zd_counters_ia_open(ia);
 
 	if (zd_keys_init(ia) != 0) {
 		ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -283,6 +286,7 @@ static void ia_post_async(struct zd_ia *ia, DAT_EVENT_NUMBER type, DAT_HANDLE ha
 {
 	DAT_EVENT ev;
 
+	zd_counters_async(ia, type);
 	if (!ia->async_evd)
 		return;
 	memset(&ev, 0, sizeof(ev));

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include "core/zd_obj.h"
+#include "core/zd_counters.h"
 #include "core/zd_device.h"
 #include "core/zd_log.h"    /* zd_log_error, for the IA's many users */
 
@@ -44,10 +45,12 @@ struct zd_ia {
 	DAT_NAMED_ATTR named_attrs[ZD_IA_NAMED_ATTRS];
 	pthread_mutex_t lock;               /* children list; control path only */
 	struct zd_obj children;             /* list head (only the links are used) */
+	struct zd_ia_counters cnt;          /* dat_ib_query_counters (zd_counters.h) */
 };
 ZD_OBJ_FITS(IA, struct zd_ia);
 
-/* Links/unlinks a child into its IA's list (control path). */
+/* Links/unlinks a child into its IA's list (control path), counting its
+ * creation or end (zd_counters_child). */
 void zd_ia_add_child(struct zd_ia *ia, struct zd_obj *child);
 void zd_ia_del_child(struct zd_ia *ia, struct zd_obj *child);
 
@@ -67,5 +70,12 @@ void zd_ia_post_async(struct zd_obj *source, DAT_EVENT_NUMBER type);
  * @handle on the IA's async EVD (the headers name no event of their own for
  * the SRQ low watermark or the EP soft high watermark). */
 void zd_ia_async_error(struct zd_ia *ia, DAT_HANDLE handle, DAT_COUNT reason);
+
+/* zd_counters.c: the IA's counters of an object of @type created or freed
+ * (its DCNT_IA_*_CREATE or _FREE; a CR is a DCNT_IA_SP_CR), of an async
+ * event of @type, and their start at dat_ia_open. */
+void zd_counters_child(struct zd_ia *ia, enum zd_obj_type type, bool created);
+void zd_counters_async(struct zd_ia *ia, DAT_EVENT_NUMBER type);
+void zd_counters_ia_open(struct zd_ia *ia);
 
 #endif

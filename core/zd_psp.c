@@ -53,6 +53,7 @@ static DAT_RETURN psp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, i
 	l->psp = psp;
 	zd_obj_ref(evd);
 	zd_ia_add_child(ia, &psp->obj);
+	zd_count_ia(&ia->cnt, any ? DCNT_IA_PSP_CREATE_ANY : DCNT_IA_PSP_CREATE);
 	zd_cm_unlock();
 	if (qual_out)
 		*qual_out = psp->conn_qual;

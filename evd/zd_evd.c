@@ -244,17 +244,31 @@ __attribute__((noinline)) DAT_RETURN zd_evd_dequeue_checked(DAT_EVD_HANDLE evd_h
 							     DAT_EVENT *event)
 {
 	struct zd_evd *evd;
+	DAT_RETURN ret;
 
 	EVD_GET_OR_RETURN(evd, evd_handle);
 	if (ZD_UNLIKELY(!event))
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	if (ZD_UNLIKELY(zd_evd_has_waiter(evd, memory_order_relaxed)))
+	if (ZD_UNLIKELY(zd_evd_has_waiter(evd, memory_order_relaxed))) {
+		/* Not the consumer (that one waits): an atomic add. */
+		__atomic_fetch_add(&evd->tally[ZD_EVD_DQ_REFUSED], 1, __ATOMIC_RELAXED);
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-	if (evd_take(evd, event))
+	}
+	if (evd_take(evd, event)) {
+		zd_evd_tally(evd, ZD_EVD_DQ_FOUND);
 		return DAT_SUCCESS;
+	}
+	if (!evd->cq_poll) {
+		/* No CQ to poll here: what a producer posted meanwhile, or
+		 * nothing.  A status, not a failure: plain DAT_QUEUE_EMPTY, as
+		 * the spec names it (dtest -p polls with `== DAT_QUEUE_EMPTY`;
+		 * DAT_GET_TYPE also works). */
+		ret = zd_evd_take(evd, event);
+		zd_evd_tally(evd, ret == DAT_SUCCESS ? ZD_EVD_DQ_FOUND : ZD_EVD_DQ_EMPTY);
+		return ret;
+	}
+	zd_evd_tally(evd, ZD_EVD_DQ_POLL);
 	zd_evd_progress(evd);
-	/* A status, not a failure: plain DAT_QUEUE_EMPTY, as the spec names it
-	 * (dtest -p polls with `== DAT_QUEUE_EMPTY`; DAT_GET_TYPE also works). */
 	return zd_evd_take(evd, event);
 }
 
@@ -301,6 +315,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
 	if (atomic_fetch_or(&evd->state, ZD_EVD_ST_WAITER) & ZD_EVD_ST_WAITER)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+	zd_evd_tally(evd, ZD_EVD_WAITS);  /* the consumer now: the waiter bit is ours */
 
 	if (timeout != DAT_TIMEOUT_INFINITE)
 		deadline = now_us() + timeout;
@@ -316,8 +331,10 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 		/* Announce the sleep, then look again: an event published after
 		 * the announcement wakes us (zd_waiter.h, Dekker pairing). */
 		ticket = zd_waiter_prepare(&evd->waiter);
-		if (evd->cq_poll && evd->cq_arm)
+		if (evd->cq_poll && evd->cq_arm) {
 			evd->cq_arm(evd);
+			zd_evd_tally(evd, ZD_EVD_WAITS_ARMED);
+		}
 		zd_evd_progress(evd);
 		if (evd_wait_ready(evd, threshold, sol)) {
 			zd_waiter_cancel(&evd->waiter);
@@ -341,6 +358,7 @@ DAT_RETURN zd_evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT
 			ret = DAT_ERROR(DAT_TIMEOUT_EXPIRED, DAT_NO_SUBTYPE);
 			break;
 		}
+		zd_evd_tally(evd, ZD_EVD_WAITS_BLOCKED);
 		zd_waiter_wait(&evd->waiter, ticket, left);
 	}
 	*nmore = (DAT_COUNT)(ret == DAT_SUCCESS ? evd_count(evd)

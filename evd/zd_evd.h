@@ -46,7 +46,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <netinet/in.h>   /* dat_ib_extensions.h uses struct sockaddr_in6 */
 #include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 #include "core/zd_obj.h"
 #include "evd/zd_ring.h"
@@ -54,6 +56,23 @@
 
 struct zd_cno;
 struct zd_spill;
+
+/* What an EVD's consumer counts for dat_ib_query_counters (core/zd_counters.c
+ * turns them into the DCNT_EVD_* values): each dat_evd_dequeue by the way
+ * it went, as OFED dapl counts them -- an event already queued, or a poll
+ * of the device's CQ (whatever it found: telling would cost every such
+ * dequeue its tail call), or nothing and no CQ to poll -- and dat_evd_wait. */
+enum zd_evd_tally {
+	ZD_EVD_DQ_FOUND,       /* an event already in the EVD, no poll */
+	ZD_EVD_DQ_POLL,        /* polled the device's CQ */
+	ZD_EVD_DQ_EMPTY,       /* none, and no CQ of its own to poll */
+	ZD_EVD_DQ_REFUSED,     /* refused: a thread waits in dat_evd_wait (atomic:
+				* the waiter is the consumer) */
+	ZD_EVD_WAITS,          /* dat_evd_wait calls that got to wait */
+	ZD_EVD_WAITS_BLOCKED,  /* times one slept */
+	ZD_EVD_WAITS_ARMED,    /* times one armed the CQ to be woken */
+	ZD_EVD_TALLIES
+};
 
 struct zd_evd {
 	struct zd_obj obj;
@@ -106,6 +125,16 @@ struct zd_evd {
 	 * line: written by posters, read by dat_evd_resize only. */
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t direct_users;  /* inside the ring now */
 	_Atomic uint32_t direct_off;      /* dat_evd_resize in progress */
+
+	/* The consumer's tallies (enum zd_evd_tally): a line of their own,
+	 * plain adds by the one consumer thread, so counting a dequeue writes
+	 * no line a producer touches. */
+	alignas(ZD_CACHE_LINE) uint64_t tally[ZD_EVD_TALLIES];
+	/* Connection events posted here (DCNT_EVD_CONN_CALLBACK), atomic: the
+	 * CM thread's or a dat_cr_accept caller's; and the counters' bases
+	 * (core/zd_counters.h), written by resets only. */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t conn_events;
+	uint64_t cnt_base[DCNT_EVD_ALL_COUNTERS];
 };
 ZD_OBJ_FITS(EVD, struct zd_evd);
 
@@ -159,6 +188,12 @@ static inline bool zd_evd_ev_notifies(const DAT_EVENT *e, bool marks)
 		return true;
 	memcpy(&v, (const char *)e + sizeof(DAT_EVENT_NUMBER), sizeof(v));
 	return v == ZD_EVD_SOLICITED_MAGIC;
+}
+
+/* Counts one of enum zd_evd_tally; the consumer only (one plain add). */
+static ZD_ALWAYS_INLINE void zd_evd_tally(struct zd_evd *evd, enum zd_evd_tally t)
+{
+	evd->tally[t]++;
 }
 
 /* evd->state bits */

@@ -18,6 +18,9 @@
  *    order, so none is needed before it) -- and, only when the CQ is
  *    empty, the ring (zd_evd_ring_take).  A latency loop finds its
  *    completion in the CQ, not in the ring: one check instead of two.
+ * Each dequeue past the checks adds one to the consumer's tally of the
+ * way it went (zd_evd.h: one add, to the EVD's consumer line, before the
+ * poll so that the poll stays a tail call).
  */
 #ifndef ZD_EVD_ENTRY_H
 #define ZD_EVD_ENTRY_H
@@ -49,18 +52,26 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_evd_dequeue_entry(DAT_EVD_HANDLE h, DAT_EV
 
 		if (ZD_LIKELY(!(st & (ZD_EVD_ST_WAITER | ZD_EVD_ST_DRAIN)))) {
 			if (poll_first) {
-				if (ZD_LIKELY(st == 0))
+				if (ZD_LIKELY(st == 0)) {
+					zd_evd_tally(evd, ZD_EVD_DQ_POLL);
 					return poll_first(evd, event);
+				}
 				/* No CQ of its own to poll (a connection EVD,
 				 * a pinned poller's), or a spill: the ring,
 				 * as core's does. */
-				if (zd_ring_dequeue(evd->ring, event))
+				if (zd_ring_dequeue(evd->ring, event)) {
+					zd_evd_tally(evd, ZD_EVD_DQ_FOUND);
 					return DAT_SUCCESS;
+				}
 			} else {
-				if (ZD_LIKELY(zd_ring_dequeue(evd->ring, event)))
+				if (ZD_LIKELY(zd_ring_dequeue(evd->ring, event))) {
+					zd_evd_tally(evd, ZD_EVD_DQ_FOUND);
 					return DAT_SUCCESS;
-				if (ZD_LIKELY(st == 0))
+				}
+				if (ZD_LIKELY(st == 0)) {
+					zd_evd_tally(evd, ZD_EVD_DQ_POLL);
 					return evd->cq_poll_one(evd, event);
+				}
 			}
 		}
 	}

@@ -43,6 +43,10 @@ static struct {
 	struct zd_pool_room *room;   /* oldest first: fill old chunks first */
 	size_t          nroom, room_cap;
 	size_t          nchunks, mapped, carved;
+
+	/* The consumer's calls, counted for dat_ib_query_counters: relaxed
+	 * atomics, any thread (not a hot-path allocator: zdapl.h). */
+	_Atomic uint64_t allocs, alloc_bytes, frees;
 } zd_pool = {
 	.once = PTHREAD_ONCE_INIT,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -364,6 +368,9 @@ void zd_pool_get_stats(struct zd_pool_stats *st)
 	st->mapped = zd_pool.mapped;
 	st->carved = zd_pool.carved;
 	pthread_mutex_unlock(&zd_pool.lock);
+	st->allocs = atomic_load_explicit(&zd_pool.allocs, memory_order_relaxed);
+	st->alloc_bytes = atomic_load_explicit(&zd_pool.alloc_bytes, memory_order_relaxed);
+	st->frees = atomic_load_explicit(&zd_pool.frees, memory_order_relaxed);
 }
 
 /* --- public API ------------------------------------------------------------ */
@@ -377,8 +384,12 @@ void *zdapl_mem_alloc_aligned(size_t size, size_t align)
 		return NULL;
 	}
 	p = zd_pool_alloc(size, align);
-	if (!p)
+	if (!p) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	atomic_fetch_add_explicit(&zd_pool.allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&zd_pool.alloc_bytes, size, memory_order_relaxed);
 	return p;
 }
 
@@ -404,6 +415,7 @@ void zdapl_mem_free(void *p)
 	 * anything else would corrupt jemalloc (or crash it): refuse. */
 	if (!((uintptr_t)p & (ZD_POOL_MIN_ALIGN - 1)) && zd_pool_lookup(p, 1, &c)) {
 		zd_pool_free(p);
+		atomic_fetch_add_explicit(&zd_pool.frees, 1, memory_order_relaxed);
 		return;
 	}
 	n = atomic_fetch_add_explicit(&nwarn, 1, memory_order_relaxed);

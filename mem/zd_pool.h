@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "zd_chunk.h"
 
@@ -59,6 +60,10 @@ struct zd_pool_stats {
 	size_t nchunks;    /* pool chunks created */
 	size_t mapped;     /* bytes in pool chunks */
 	size_t carved;     /* bytes handed to jemalloc (incl. alignment gaps) */
+	/* the consumer's calls (dat_ib_query_counters DCNT_IA_MEM_*) */
+	uint64_t allocs;      /* zdapl_mem_alloc* that returned memory */
+	uint64_t alloc_bytes; /* the sizes they asked for */
+	uint64_t frees;       /* zdapl_mem_free of pool memory */
 };
 
 /* Counters; all zero before the first allocation. */
