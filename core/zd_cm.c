@@ -148,6 +148,39 @@ static void cm_free_zombies(void)
 
 static void *cm_thread(void *arg);
 
+/* ---- the IA's CM counters (DCNT_IA_CM_*, zd_counters.h) ---- */
+
+static void conn_count(const struct zd_cm_conn *c, DAT_IA_COUNTERS idx)
+{
+	if (c->ia)
+		zd_count_ia(&c->ia->cnt, idx);
+}
+
+/* A frame of @type (@reason for a REJ) sent or received on @c: the
+ * counter of the IB CM message it plays the part of. */
+static void conn_count_frame(const struct zd_cm_conn *c, unsigned type, uint16_t reason, bool tx)
+{
+	static const DAT_IA_COUNTERS counter[ZD_CM_MSG_TYPE_END][2] = {
+		[ZD_CM_MSG_REQ] = { DCNT_IA_CM_REQ_RX, DCNT_IA_CM_REQ_TX },
+		[ZD_CM_MSG_REP] = { DCNT_IA_CM_REP_RX, DCNT_IA_CM_REP_TX },
+		[ZD_CM_MSG_RTU] = { DCNT_IA_CM_RTU_RX, DCNT_IA_CM_RTU_TX },
+		[ZD_CM_MSG_DISC] = { DCNT_IA_CM_DREQ_RX, DCNT_IA_CM_DREQ_TX },
+		[ZD_CM_MSG_DISC_ACK] = { DCNT_IA_CM_DREP_RX, DCNT_IA_CM_DREP_TX },
+		/* A UD address exchange: the address-handle request of IB's
+		 * UD CM (SIDR). */
+		[ZD_CM_MSG_UD_REQ] = { DCNT_IA_CM_AH_REQ_RX, DCNT_IA_CM_AH_REQ_TX },
+	};
+
+	if (type == ZD_CM_MSG_REJ)
+		/* The consumer's reject, or the provider's (no service point,
+		 * backlog full, a failed transport). */
+		conn_count(c, reason == ZD_CM_REJ_PEER
+				      ? (tx ? DCNT_IA_CM_USER_REJ_TX : DCNT_IA_CM_USER_REJ_RX)
+				      : (tx ? DCNT_IA_CM_ERR_REJ_TX : DCNT_IA_CM_ERR_REJ_RX));
+	else if (type >= ZD_CM_MSG_REQ && type < ZD_CM_MSG_TYPE_END)
+		conn_count(c, counter[type][tx]);
+}
+
 int zd_cm_start(void)
 {
 	pthread_attr_t attr;
@@ -237,6 +270,7 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint16_t port, struct zd_cm_listener *
 	}
 	listeners[nlisteners++] = l;
 	zd_cm.live++;
+	zd_count_ia(&ia->cnt, DCNT_IA_CM_LISTEN);
 	*out = l;
 	return DAT_SUCCESS;
 }
@@ -254,8 +288,11 @@ void zd_cm_listener_close(struct zd_cm_listener *l)
 	/* Requests that arrived on it and wait for their REQ are refused when
 	 * it comes; pending CRs live on without it. */
 	for (struct zd_cm_conn *c = zd_cm.conns.next; c != &zd_cm.conns; c = c->next)
-		if (c->listener == l)
+		if (c->listener == l) {
 			c->listener = NULL;
+			if (!c->cr && !c->ep)
+				c->ia = NULL;  /* nothing of the IA holds it now */
+		}
 	l->psp = NULL;
 	l->rsp = NULL;
 	sock_close(&l->sock, 0);
@@ -306,6 +343,7 @@ static void conn_detach(struct zd_cm_conn *c)
 	c->ep = NULL;
 	c->cr = NULL;
 	c->listener = NULL;
+	c->ia = NULL;  /* what it sends from here on was counted when queued */
 }
 
 void zd_cm_conn_close(struct zd_cm_conn *c)
@@ -359,6 +397,7 @@ void zd_cm_conn_send(struct zd_cm_conn *c, enum zd_cm_msg_type type, uint16_t re
 	}
 	c->tx_len += zd_cm_frame_encode(c->tx + c->tx_len, type, reason, c->conn_qual,
 					pdata, pdata_len, blob, blob_len);
+	conn_count_frame(c, type, reason, true);
 	conn_flush(c);
 }
 
@@ -466,11 +505,13 @@ static void conn_connected(struct zd_cm_conn *c)
 	c->deadline = c->connect_deadline;
 	memcpy(c->tx, c->req, c->req_len);
 	c->tx_len = c->req_len;
+	conn_count_frame(c, c->ud ? ZD_CM_MSG_UD_REQ : ZD_CM_MSG_REQ, 0, true);
 	conn_flush(c);
 }
 
 static void conn_refused(struct zd_cm_conn *c, uint64_t now)
 {
+	conn_count(c, DCNT_IA_CM_ERR_REFUSED);
 	sock_close(&c->sock, 1);
 	c->refused = 1;
 	c->state = ZD_CONN_RETRY_WAIT;
@@ -543,6 +584,7 @@ DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32
 	if (dev->qp_local_blob && ep->dev_priv)
 		blob_len = dev->qp_local_blob(ep, blob, sizeof(blob));
 	c->ep = ep;
+	c->ia = ep->obj.ia;
 	c->ud = zd_ep_is_ud(ep);
 	if (!c->ud)
 		ep->cm_conn = c;     /* a UD EP may have many exchanges at once */
@@ -601,6 +643,7 @@ static void conn_lost(struct zd_cm_conn *c)
 
 static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body)
 {
+	conn_count_frame(c, h->type, h->reason, false);
 	switch (h->type) {
 	case ZD_CM_MSG_REQ:
 	case ZD_CM_MSG_UD_REQ:
@@ -634,6 +677,7 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 		c->state = ZD_CONN_ESTABLISHED;
 		c->deadline = 0;
 		if (c->ep) {
+			conn_count(c, DCNT_IA_CM_PASSIVE_EST);
 			atomic_store(&c->ep->state, DAT_EP_STATE_CONNECTED);
 			zd_cm_ep_event(c->ep, DAT_CONNECTION_EVENT_ESTABLISHED, NULL, 0);
 		}
@@ -656,6 +700,7 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	default:
 		break;
 	}
+	conn_count(c, DCNT_IA_CM_ERR_UNEXPECTED);
 	conn_lost(c);  /* a frame this state does not expect */
 }
 
@@ -746,6 +791,7 @@ static void listener_event(struct zd_cm_listener *l)
 		}
 		c->peer = peer;
 		c->listener = l;
+		c->ia = l->ia;
 		c->conn_qual = l->port;
 		c->deadline = zd_cm_now() + ZD_CM_WAIT_REQ_NS;
 		if (cm_watch(&c->sock, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD) != 0)
@@ -770,10 +816,12 @@ static int cm_run_timers(uint64_t now)
 					conn_try_connect(c);
 				break;
 			case ZD_CONN_CONNECTING:
+				conn_count(c, DCNT_IA_CM_ERR_TIMEOUT);
 				zd_cm_active_failed(c, c->refused ? DAT_CONNECTION_EVENT_NON_PEER_REJECTED
 								  : DAT_CONNECTION_EVENT_UNREACHABLE);
 				break;
 			case ZD_CONN_REQ_SENT:
+				conn_count(c, DCNT_IA_CM_ERR_TIMEOUT);
 				zd_cm_active_failed(c, DAT_CONNECTION_EVENT_TIMED_OUT);
 				break;
 			case ZD_CONN_REP_SENT:

@@ -107,6 +107,10 @@ struct zd_cm_conn {
 	struct zd_ep *ep;                /* the EP it connects (active; passive after accept) */
 	struct zd_cr *cr;                /* passive: the CR while the consumer decides */
 	struct zd_cm_listener *listener; /* passive: where it arrived, while open */
+	/* The IA it serves, for the IA's CM counters (zd_counters.h): set
+	 * with its EP or listener, NULL once it closes or nothing of that IA
+	 * holds it any more (the IA may be gone). */
+	struct zd_ia *ia;
 	struct sockaddr_in peer;         /* active: target; passive: requester */
 	uint32_t conn_qual;
 	int refused;                     /* active: at least one attempt refused */

@@ -83,6 +83,7 @@ void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const 
 	}
 	c->state = ZD_CONN_ESTABLISHED;
 	c->deadline = 0;
+	zd_count_ia(&ep->obj.ia->cnt, DCNT_IA_CM_ACTIVE_EST);
 	atomic_store(&ep->state, DAT_EP_STATE_CONNECTED);
 	zd_cm_conn_send(c, ZD_CM_MSG_RTU, 0, NULL, 0, NULL, 0);
 	zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_ESTABLISHED, body, h->pdata_len);

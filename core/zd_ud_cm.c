@@ -52,6 +52,7 @@ static void ud_event(struct zd_ep *ep, DAT_IB_EVENT_NUMBER type, DAT_IB_EXT_TYPE
 		x->remote_ah = *ah;
 		x->context.as_64 = cm;
 	}
+	atomic_fetch_add_explicit(&ep->connect_evd->conn_events, 1, memory_order_relaxed);
 	zd_evd_post(ep->connect_evd, &ev, 1);
 }
 
@@ -80,6 +81,7 @@ static void ud_established(struct zd_ep *ep, const struct sockaddr_in *peer, con
 			 NULL, 0);
 		return;
 	}
+	zd_count_ia(&ep->obj.ia->cnt, DCNT_IA_CM_AH_RESOLVED);
 	ud_event(ep, DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED, xtype, copy, len, &ah, cm);
 }
 
