@@ -76,6 +76,14 @@ static inline void zd_count_ia(struct zd_ia_counters *c, DAT_IA_COUNTERS idx)
 	atomic_fetch_add_explicit(&c->raw[idx], 1, memory_order_relaxed);
 }
 
+/* A post the device took: one more of @kind, of @bytes bytes. */
+static ZD_ALWAYS_INLINE void zd_count_ep_post_bytes(struct zd_ep_counters *c,
+						    enum zd_ep_post_kind kind, uint64_t bytes)
+{
+	c->posts[kind]++;
+	c->post_bytes[kind] += bytes;
+}
+
 /* A post the device took: one more of @kind and the bytes of its @n
  * segments.  The posting thread's plain adds (see file comment).  One
  * segment, the common case (and the only one on a device's inlined path,
@@ -92,8 +100,7 @@ static ZD_ALWAYS_INLINE void zd_count_ep_post(struct zd_ep_counters *c, enum zd_
 		for (DAT_COUNT i = 0; i < n; i++)
 			bytes += iov[i].segment_length;
 	}
-	c->posts[kind]++;
-	c->post_bytes[kind] += bytes;
+	zd_count_ep_post_bytes(c, kind, bytes);
 }
 
 /* A post without a byte count (the atomics). */

@@ -361,6 +361,7 @@ DAT_RETURN zd_ep_post_send_ud(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLE
 	const struct zd_ud_dev_ah *d;
 	struct zd_ia *ia;
 	uint64_t len = 0;
+	DAT_RETURN ret;
 
 	if (!ep || !zd_ep_is_ud(ep))
 		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -384,5 +385,8 @@ DAT_RETURN zd_ep_post_send_ud(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLE
 	d = token_lookup(ia, (uint64_t)(uintptr_t)ah->ah);
 	if (!d)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-	return ia->dev->post_send_ud(ep, n, iov, d->dev, cookie, flags);
+	ret = ia->dev->post_send_ud(ep, n, iov, d->dev, cookie, flags);
+	if (ret == DAT_SUCCESS)
+		zd_count_ep_post_bytes(&ep->cnt, ZD_POST_SEND_UD, len);
+	return ret;
 }
