@@ -919,3 +919,64 @@ Test(counters, ia_query_lists_dat_counters)
 	cr_assert(found);
 	cr_assert_eq(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
+
+/* The counter calls of dtestx -p (test/dtest/dtestx.c), in its order, the
+ * queries by the name it uses (the header's backward-compatible
+ * dat_query_counters): the IA's before teardown, each EP's after its LMRs
+ * are freed, each EVD's after the EPs are. */
+Test(counters, the_calls_dtestx_p_makes)
+{
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async, dto_evd, con_evd, cr_evd;
+	DAT_PZ_HANDLE pz;
+	DAT_EP_HANDLE ep;
+	DAT_LMR_HANDLE lmr;
+	DAT_LMR_CONTEXT lctx;
+	DAT_RMR_CONTEXT rctx;
+	DAT_VLEN rlen;
+	DAT_VADDR raddr;
+	DAT_REGION_DESCRIPTION region = { .for_va = bufs[0] };
+	DAT_UINT64 ia_cntrs[DCNT_IA_ALL_COUNTERS], ep_cntrs[DCNT_EP_ALL_COUNTERS];
+	DAT_UINT64 evd_cntrs[DCNT_EVD_ALL_COUNTERS];
+	DAT_EVD_HANDLE evds[3];
+	DAT_RETURN r;
+	char *out;
+
+	cr_assert_eq(zd_test_open("zdapl-shm", &ia, &async), DAT_SUCCESS);
+	cr_assert_eq(dat_pz_create(ia, &pz), DAT_SUCCESS);
+	cr_assert_eq(dat_evd_create(ia, 10, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto_evd),
+		     DAT_SUCCESS);
+	cr_assert_eq(dat_evd_create(ia, 2, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &con_evd),
+		     DAT_SUCCESS);
+	cr_assert_eq(dat_evd_create(ia, 1, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), DAT_SUCCESS);
+	cr_assert_eq(dat_ep_create(ia, pz, dto_evd, dto_evd, con_evd, NULL, &ep), DAT_SUCCESS);
+	cr_assert_eq(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, BUF, pz,
+				    DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen,
+				    &raddr),
+		     DAT_SUCCESS);
+
+	cr_assert_eq(dat_query_counters(ia, DCNT_IA_ALL_COUNTERS, ia_cntrs, 0), DAT_SUCCESS);
+	out = print_output(ia, DCNT_IA_ALL_COUNTERS, 0, &r);
+	cr_assert_eq(r, DAT_SUCCESS);
+	cr_assert_eq(lines(out), DCNT_IA_ALL_COUNTERS);
+	cr_assert_eq(ia_cntrs[DCNT_IA_EP_CREATE], 1);
+	cr_assert_eq(dat_lmr_free(lmr), DAT_SUCCESS);
+	cr_assert_eq(dat_query_counters(ep, DCNT_EP_ALL_COUNTERS, ep_cntrs, 0), DAT_SUCCESS);
+	out = print_output(ep, DCNT_EP_ALL_COUNTERS, 0, &r);
+	cr_assert_eq(r, DAT_SUCCESS);
+	cr_assert_eq(lines(out), DCNT_EP_ALL_COUNTERS);
+	cr_assert_eq(dat_ep_free(ep), DAT_SUCCESS);
+	evds[0] = dto_evd;
+	evds[1] = con_evd;
+	evds[2] = cr_evd;
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(dat_query_counters(evds[i], DCNT_EVD_ALL_COUNTERS, evd_cntrs, 0),
+			     DAT_SUCCESS);
+		out = print_output(evds[i], DCNT_EVD_ALL_COUNTERS, 0, &r);
+		cr_assert_eq(r, DAT_SUCCESS);
+		cr_assert_eq(lines(out), DCNT_EVD_ALL_COUNTERS);
+		cr_assert_eq(dat_evd_free(evds[i]), DAT_SUCCESS);
+	}
+	cr_assert_eq(dat_pz_free(pz), DAT_SUCCESS);
+	cr_assert_eq(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+}
