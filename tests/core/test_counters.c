@@ -60,7 +60,8 @@ static void side_open(struct side *s, int which, DAT_COUNT conn_qlen)
 	cr_assert_eq(dat_ep_create(s->ia, s->pz, s->rcv_evd, s->req_evd, s->conn_evd, NULL, &s->ep),
 		     DAT_SUCCESS);
 	cr_assert_eq(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, region, BUF, s->pz,
-				    DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &s->lmr, &s->lctx,
+				    DAT_MEM_PRIV_ALL_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC,
+				    DAT_VA_TYPE_VA, &s->lmr, &s->lctx,
 				    &s->rctx, &rlen, &raddr),
 		     DAT_SUCCESS);
 }
@@ -340,8 +341,6 @@ Test(counters, ep_counts_posts_and_bytes_the_device_took)
 	DAT_RMR_TRIPLET rmt;
 	DAT_EVENT ev;
 	DAT_UINT64 all[DCNT_EP_ALL_COUNTERS + 1];
-	DAT_RETURN r;
-	uint64_t atomics = 0;
 
 	side_open(&srv, 0, 8);
 	side_open(&cli, 1, 8);
@@ -382,14 +381,28 @@ Test(counters, ep_counts_posts_and_bytes_the_device_took)
 		     DAT_INVALID_PARAMETER);
 	cr_assert_eq(DAT_GET_TYPE(dat_ep_post_recv(srv.ep, 1, iov, cookie(5), 0x4000)),
 		     DAT_INVALID_PARAMETER);
-	/* An atomic counts when the device has them (the count follows its
-	 * answer). */
+	/* The extension posts: a write with immediate data (it takes the third
+	 * receive), the two atomics; an atomic refused (misaligned) is not
+	 * counted. */
+	iov[0] = seg(&cli, 768, 8);
+	rmt = remote(&srv, 2560, 8);
+	cr_assert_eq(dat_ib_post_rdma_write_immed(cli.ep, 1, iov, cookie(6), &rmt, 0x1234,
+						  DAT_COMPLETION_DEFAULT_FLAG),
+		     DAT_SUCCESS);
 	iov[0] = seg(&cli, 1024, 8);
 	rmt = remote(&srv, 3072, 8);
-	r = dat_ib_post_fetch_and_add(cli.ep, 1, iov, cookie(6), &rmt, DAT_COMPLETION_DEFAULT_FLAG);
-	atomics += r == DAT_SUCCESS;
-	drain(cli.req_evd, (unsigned)(6 + atomics), NULL);
-	drain(srv.rcv_evd, 2, &ev);
+	cr_assert_eq(dat_ib_post_fetch_and_add(cli.ep, 1, iov, cookie(7), &rmt,
+					       DAT_COMPLETION_DEFAULT_FLAG),
+		     DAT_SUCCESS);
+	cr_assert_eq(dat_ib_post_cmp_and_swap(cli.ep, 1, 2, iov, cookie(8), &rmt,
+					      DAT_COMPLETION_DEFAULT_FLAG),
+		     DAT_SUCCESS);
+	rmt = remote(&srv, 3076, 8);
+	cr_assert_eq(DAT_GET_TYPE(dat_ib_post_fetch_and_add(cli.ep, 1, iov, cookie(9), &rmt,
+							    DAT_COMPLETION_DEFAULT_FLAG)),
+		     DAT_INVALID_PARAMETER);
+	drain(cli.req_evd, 9, NULL);
+	drain(srv.rcv_evd, 3, &ev);
 
 	expect_cnt(cli.ep, DCNT_EP_POST_SEND, 2);
 	expect_cnt(cli.ep, DCNT_EP_POST_SEND_DATA, 24);
@@ -397,8 +410,10 @@ Test(counters, ep_counts_posts_and_bytes_the_device_took)
 	expect_cnt(cli.ep, DCNT_EP_POST_WRITE_DATA, 24);
 	expect_cnt(cli.ep, DCNT_EP_POST_READ, 1);
 	expect_cnt(cli.ep, DCNT_EP_POST_READ_DATA, 32);
-	expect_cnt(cli.ep, DCNT_EP_POST_FETCH_ADD, atomics);
-	expect_cnt(cli.ep, DCNT_EP_POST_CMP_SWAP, 0);
+	expect_cnt(cli.ep, DCNT_EP_POST_WRITE_IMM, 1);
+	expect_cnt(cli.ep, DCNT_EP_POST_WRITE_IMM_DATA, 8);
+	expect_cnt(cli.ep, DCNT_EP_POST_FETCH_ADD, 1);
+	expect_cnt(cli.ep, DCNT_EP_POST_CMP_SWAP, 1);
 	expect_cnt(cli.ep, DCNT_EP_POST_RECV, 0);
 	expect_cnt(srv.ep, DCNT_EP_POST_RECV, 3);
 	expect_cnt(srv.ep, DCNT_EP_POST_RECV_DATA, 192);
@@ -415,10 +430,12 @@ Test(counters, ep_counts_posts_and_bytes_the_device_took)
 	cr_assert_eq(all[DCNT_EP_POST_SEND_UD], 0);
 	cr_assert_eq(all[DCNT_EP_POST_WRITE], 3);
 	cr_assert_eq(all[DCNT_EP_POST_WRITE_DATA], 24);
-	cr_assert_eq(all[DCNT_EP_POST_WRITE_IMM], 0);
+	cr_assert_eq(all[DCNT_EP_POST_WRITE_IMM], 1);
+	cr_assert_eq(all[DCNT_EP_POST_WRITE_IMM_DATA], 8);
 	cr_assert_eq(all[DCNT_EP_POST_READ], 1);
 	cr_assert_eq(all[DCNT_EP_POST_READ_DATA], 32);
-	cr_assert_eq(all[DCNT_EP_POST_FETCH_ADD], atomics);
+	cr_assert_eq(all[DCNT_EP_POST_CMP_SWAP], 1);
+	cr_assert_eq(all[DCNT_EP_POST_FETCH_ADD], 1);
 	for (int i = DCNT_EP_RECV; i < DCNT_EP_ALL_COUNTERS; i++)
 		cr_assert_eq(all[i], 0, "counter %d: receives are not counted", i);
 
