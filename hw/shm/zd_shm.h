@@ -40,6 +40,8 @@
  *
  * Everything a peer wrote is untrusted: indices are masked or bounds
  * checked, lengths checked, states compared with what this side expects.
+ *
+ * Unreliable datagrams (the QP of a UD EP, many senders): zd_shm_ud.h.
  */
 #ifndef ZD_SHM_H
 #define ZD_SHM_H
@@ -195,6 +197,7 @@ struct zd_shm_blob {
 
 struct zd_shm_cq;
 struct zd_shm_srq;
+struct zd_shm_ud_qp;
 
 struct zd_shm_ia {
 	struct zd_ia *ia;
@@ -273,6 +276,7 @@ struct zd_shm_qp {
 	uint64_t msg_seen;                /* poller: messages received (non-SRQ: = slot) */
 	struct zd_shm_cq *recv_cq, *req_cq;
 	struct zd_shm_srq *srq;
+	struct zd_shm_ud_qp *ud;          /* a UD QP's own state (zd_shm_ud.h); NULL: RC */
 
 	/* ---- as initiator: the peer's regions ---- */
 	struct zd_soft_peer *peer;        /* region: its IA's (zd_shm_peer_ia) */

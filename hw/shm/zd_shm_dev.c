@@ -15,6 +15,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/shm/zd_shm_ud.h"
 
 static const struct zd_device_limits shm_limits = {
 	.max_eps = 4096,
@@ -33,6 +34,7 @@ static const struct zd_device_limits shm_limits = {
 	.max_recv_per_srq = 16384,
 	.max_private_data = 256,
 	.max_inline = 256,
+	.max_ud_payload = ZD_SHM_UD_MAX_PAYLOAD,
 };
 
 static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
@@ -121,6 +123,9 @@ static const struct zd_device_ops zd_shm_ops = {
 	.srq_post_recv = zd_shm_srq_post_recv,
 	.post_rdma_write_imm = zd_shm_post_rdma_write_imm,
 	.post_atomic = zd_shm_post_atomic,
+	.ud_ah_create = zd_shm_ud_ah_create,
+	.ud_ah_destroy = zd_shm_ud_ah_destroy,
+	.post_send_ud = zd_shm_post_send_ud,
 	.dat_entries = { .ep_post_rdma_write = zd_shm_dat_post_rdma_write },
 };
 ZD_DEVICE_REGISTER(zd_shm_ops)

@@ -27,6 +27,7 @@
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/shm/zd_shm_ud.h"
 
 static uint32_t pow2_at_least(uint64_t v, uint32_t min)
 {
@@ -75,11 +76,14 @@ static void qp_region_init(struct zd_shm_qp *qp)
 DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 {
 	struct zd_shm_ia *sia = ep->obj.ia->dev_priv;
-	struct zd_shm_qp *qp = calloc(1, sizeof(*qp));
+	struct zd_shm_qp *qp;
 	struct qp_layout l;
 	uint32_t srq_depth = 0;
 	DAT_RETURN ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 
+	if (zd_ep_is_ud(ep))
+		return zd_shm_ud_qp_create(ep);
+	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return ret;
 	qp->ep = ep;
@@ -154,6 +158,8 @@ size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 	struct zd_shm_qp *qp = ep->dev_priv;
 	struct zd_shm_blob b;
 
+	if (qp && qp->ud)
+		return zd_shm_ud_local_blob(qp, blob, max);
 	if (!qp || max < sizeof(b))
 		return 0;
 	memset(&b, 0, sizeof(b));
@@ -358,6 +364,7 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 	zd_soft_region_destroy(&qp->region);
 	free(qp->rq_cookie);
 	free(qp->sq);
+	free(qp->ud);
 	free(qp);
 	ep->dev_priv = NULL;
 }
@@ -435,6 +442,8 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 	const uint32_t rq_mask = qp->rq_depth - 1;
 	int n = 0;
 
+	if (ZD_UNLIKELY(qp->ud))
+		return zd_shm_ud_reap(qp, budget);
 	if (head == tail)
 		return 0;
 	if (ZD_UNLIKELY(tail - head > qp->comp_depth)) {
