@@ -376,6 +376,54 @@ Test(ud, many_eps_and_many_exchanges_per_ep)
 	udn_close(&b);
 }
 
+/* Several exchanges of one EP whose events wait unread in its connect EVD
+ * (dtestx -m reads them only after all have come): each keeps its own
+ * private data and handle. */
+Test(ud, queued_events_keep_their_own_private_data)
+{
+	enum { N = 4 };
+	struct udn a, b;
+	struct ud_addr to_b[N], to_a;
+	DAT_EP_HANDLE ea, eb[N];
+
+	zd_test_use_conf();
+	udn_open(&a);
+	udn_open(&b);
+	ea = ud_ep(&a, 16);
+	for (int i = 0; i < N; i++) {
+		uint32_t echo = 100u + (uint32_t)i;
+
+		eb[i] = ud_ep(&b, 4);
+		ud_connect(ea, b.port, (uint32_t)i);
+		CHK_RET(dat_cr_accept(ud_request(&b, (uint32_t)i), eb[i], sizeof(echo), &echo),
+			DAT_SUCCESS);
+		/* The passive side hears of it after the active side's event. */
+		ud_established(&b, eb[i], DAT_IB_UD_PASSIVE_REMOTE_AH, NULL, &to_a);
+	}
+	for (int i = 0; i < N; i++) {
+		uint32_t echo = 100u + (uint32_t)i;
+
+		ud_established(&a, ea, DAT_IB_UD_REMOTE_AH, &echo, &to_b[i]);
+		ud_recv(&b, eb[i], 4096 * (size_t)i, GRH + 4, (uint64_t)i);
+	}
+	/* Each handle reaches the EP that accepted its exchange. */
+	for (int i = 0; i < N; i++) {
+		memcpy(a.buf + 65536 + 64 * i, &i, 4);
+		CHK_RET(ud_send(&a, ea, &to_b[i], 65536 + 64 * i, 4, (uint64_t)i,
+				DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+	}
+	for (int i = 0; i < N; i++) {
+		DAT_DTO_COMPLETION_EVENT_DATA d = ud_dto(b.rcv, DAT_IB_UD_RECV);
+		int got;
+
+		CHK(d.status == DAT_DTO_SUCCESS && d.ep_handle == eb[i]);
+		memcpy(&got, b.buf + 4096 * i + GRH, 4);
+		CHK(got == i);
+	}
+	udn_close(&a);
+	udn_close(&b);
+}
+
 /* ---- handles: freeing them, and what a freed one does ---- */
 
 Test(ud, freed_handles_and_free_errors)
