@@ -54,7 +54,9 @@ struct zd_ud_token {
 	struct zd_ep *ep;                    /* whose event it came with */
 	_Atomic(struct zd_ud_dev_ah *) dev_ah;
 	/* The event's private data (its connect_event_data points here):
-	 * the token's own, since an EP may have many events queued. */
+	 * the token's own, since an EP may have many events queued; kept
+	 * (ZD_CM_PDATA_MAX bytes) until the IA closes, so an event still
+	 * queued when its EP or token is freed never points at freed memory. */
 	void *pdata;
 };
 
@@ -187,8 +189,6 @@ static void token_retire(struct zd_ud *ud, uint32_t idx, struct zd_ud_token *t)
 	atomic_store_explicit(&t->ah_live, 0, memory_order_relaxed);
 	t->cm_live = 0;
 	t->ep = NULL;
-	free(t->pdata);
-	t->pdata = NULL;
 	/* release: a reader holding the old generation fails its re-check. */
 	atomic_store_explicit(&t->gen, atomic_load_explicit(&t->gen, memory_order_relaxed) + 2,
 			      memory_order_release);
@@ -210,30 +210,31 @@ DAT_RETURN zd_ud_issue(struct zd_ep *ep, const void *blob, size_t len,
 {
 	struct zd_ia *ia = ep->obj.ia;
 	struct zd_ud *ud = ud_get(ia);
-	void *copy = pdata_len ? malloc(pdata_len) : NULL;
 	struct zd_ud_dev_ah *d;
-	struct zd_ud_token *t;
+	struct zd_ud_token *t = NULL;
 	int64_t idx;
 	uint32_t gen;
 
-	if (!ud || (pdata_len && !copy)) {
-		free(copy);
+	if (!ud || pdata_len > ZD_CM_PDATA_MAX)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	}
-	if (copy)
-		memcpy(copy, pdata, pdata_len);
 	pthread_mutex_lock(&ud->lock);
 	d = dev_ah_get(ia, ud, blob, len);
 	idx = d ? token_alloc(ud) : -1;
+	if (idx >= 0) {
+		t = token_at(ud, (uint32_t)idx);
+		if (!t->pdata && !(t->pdata = malloc(ZD_CM_PDATA_MAX))) {
+			token_retire(ud, (uint32_t)idx, t);
+			idx = -1;
+		}
+	}
 	if (idx < 0) {
 		pthread_mutex_unlock(&ud->lock);
-		free(copy);
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
-	t = token_at(ud, (uint32_t)idx);
 	t->ep = ep;
-	t->pdata = copy;
-	*pdata_copy = copy;
+	if (pdata_len)
+		memcpy(t->pdata, pdata, pdata_len);
+	*pdata_copy = t->pdata;
 	t->cm_live = 1;
 	atomic_store_explicit(&t->dev_ah, d, memory_order_relaxed);
 	atomic_store_explicit(&t->ah_live, 1, memory_order_relaxed);
