@@ -57,7 +57,14 @@ enum zd_mlx5sim_qp_state {
 	ZD_MLX5SIM_QPS_INIT = 1,
 	ZD_MLX5SIM_QPS_RTR = 2,
 	ZD_MLX5SIM_QPS_RTS = 3,
+	ZD_MLX5SIM_QPS_SQE = 5,   /* UD: a send failed; the SQ flushes, receives go on */
 	ZD_MLX5SIM_QPS_ERR = 6,
+};
+
+/* QP transport services (the two zdapl uses). */
+enum zd_mlx5sim_qp_type {
+	ZD_MLX5SIM_QPT_RC = 0,
+	ZD_MLX5SIM_QPT_UD = 1,    /* zd_mlx5sim_ud.c */
 };
 
 /* MR access: the values of enum ibv_access_flags.  Local read is implied. */
@@ -73,6 +80,7 @@ struct zd_mlx5sim_qp_attr {
 	uint32_t sq_wqe_cnt;    /* basic blocks, rounded up to a power of two */
 	uint32_t rq_wqe_cnt;    /* rounded up to a power of two; ignored with an SRQ */
 	uint32_t rq_max_sge;    /* data segments per receive WQE (stride = 16 * pow2) */
+	uint32_t type;          /* enum zd_mlx5sim_qp_type (0: RC) */
 };
 
 /*
@@ -99,6 +107,9 @@ struct zd_mlx5sim_stats {
 	uint64_t db_order;          /* BlueFlame/doorbell write before its doorbell record */
 	uint64_t cq_overrun;        /* CQEs that found their CQ full */
 	uint64_t events;            /* completion events raised */
+	uint64_t ud_sent;           /* datagrams sent by this NIC's UD QPs */
+	uint64_t ud_lost;           /* ... that reached no QP: no route to the GID, no
+				     * such UD QP, or a Q_Key it does not hold */
 };
 
 int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5sim_nic **out);
@@ -149,6 +160,51 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 int zd_mlx5sim_qp_modify(struct zd_mlx5sim_nic *nic, uint32_t qpn, enum zd_mlx5sim_qp_state st);
 int zd_mlx5sim_qp_state(struct zd_mlx5sim_nic *nic, uint32_t qpn);  /* state or -errno */
 int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn);
+
+/*
+ * Unreliable datagrams (zd_mlx5sim_ud.c).  A QP created with type UD is
+ * made ready by qp_ud_ready (INIT -> RTR -> RTS with its Q_Key: it has no
+ * peer) and sends SEND or SEND_IMM WQEs whose datagram segment (struct
+ * mlx5_wqe_datagram_seg after the control segment: the address vector with
+ * dqp_dct = destination QPN | MLX5_EXTENDED_UD_AV and the Q_Key) names the
+ * destination, as rdma-core's mlx5 provider builds them.
+ *
+ * Addressing: the model's port has no subnet manager, hence no LID; it
+ * routes by GID, as RoCE does.  A NIC's port GID is fe80::/64 with its
+ * unique id as the interface id, and only an AV that carries the GRH
+ * (grh_gid_fl bit 30: the 48-byte AV) reaches anyone.  A NIC reaches the
+ * ports whose regions it has mapped: ah_create maps the destination's
+ * (path resolution) and keeps it mapped until ah_destroy.
+ *
+ * A datagram above the path MTU completes with a local length error.  One
+ * that reaches no QP (no route to the GID, no UD QP of that number, a
+ * Q_Key it does not hold) is lost on the wire: the send still completes,
+ * and the sender's stats count it (ud_lost).  One that finds no receive
+ * WQE is dropped, counted in the receiving QP's out_of_buffer (as mlx5's
+ * q counter of that name).  A receive gets the GRH in its first 40 bytes,
+ * then the payload; its CQE reports byte_cnt = 40 + payload and the source
+ * QPN in flags_rqpn, with the GRH flag.  A receive too small for that, or
+ * whose buffers fail their key check, completes in error and the QP goes
+ * on.  A send that fails moves the QP to SQE: later sends flush, receives
+ * go on.
+ */
+#define ZD_MLX5SIM_UD_MTU 4096u   /* path MTU: a ConnectX port with a 4096-byte MTU */
+
+/* INIT -> RTR -> RTS of UD QP @qpn, with Q_Key @qkey. */
+int zd_mlx5sim_qp_ud_ready(struct zd_mlx5sim_nic *nic, uint32_t qpn, uint32_t qkey);
+/* The Q_Key of UD QP @qpn (ibv_query_qp); -EINVAL if it is not one. */
+int zd_mlx5sim_qp_ud_qkey(struct zd_mlx5sim_nic *nic, uint32_t qpn, uint32_t *qkey);
+/* Datagrams UD QP @qpn dropped for lack of a receive WQE. */
+int zd_mlx5sim_qp_out_of_buffer(struct zd_mlx5sim_nic *nic, uint32_t qpn, uint64_t *count);
+/* This NIC's port GID (ibv_query_gid). */
+void zd_mlx5sim_port_gid(struct zd_mlx5sim_nic *nic, uint8_t gid[16]);
+/* ibv_create_ah + mlx5dv_init_obj(MLX5DV_OBJ_AH): the address vector of
+ * the NIC of @dest (an address of any QP of it, from its qp_addr; dqp_dct
+ * and the key stay 0: they are the WQE's).  -EINVAL: @dest is malformed;
+ * -ENOENT: no NIC can be reached there.  *ah: for ah_destroy. */
+int zd_mlx5sim_ah_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_addr *dest,
+			 struct mlx5_wqe_av *av, void **ah);
+void zd_mlx5sim_ah_destroy(struct zd_mlx5sim_nic *nic, void *ah);
 
 /*
  * Completion events: arming is the data path's business (CQ doorbell record

@@ -12,8 +12,8 @@
  * at the peer: the WQE stays at the head of its SQ and is retried on later
  * passes (RNR, infinite retries), other QPs go on.  Errors complete the WQE
  * with the syndrome the PRM names and move the QP (and, for errors the
- * responder detects, the peer QP) to ERR; from then on every WQE completes
- * with WR_FLUSH_ERR.
+ * responder detects, the peer QP) to ERR -- a UD QP to SQE, which keeps
+ * receiving; from then on every WQE completes with WR_FLUSH_ERR.
  */
 #include <endian.h>
 #include <stdio.h>
@@ -93,6 +93,17 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 	}
 }
 
+/* A send failed: an RC QP goes to ERR; a UD QP to SQE, where its sends
+ * flush and its receives go on (IB's send queue error state). */
+static void sq_error(struct zd_ms_qp *qp)
+{
+	uint32_t st = ZD_MLX5SIM_QPS_RTS;
+
+	if (qp->type != ZD_MLX5SIM_QPT_UD ||
+	    !atomic_compare_exchange_strong(&qp->state, &st, ZD_MLX5SIM_QPS_SQE))
+		zd_ms_qp_set_err(qp);
+}
+
 static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e,
 		   uint32_t pi)
 {
@@ -141,7 +152,7 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 					r.peer_err ? ", peer QP to error" : "");
 			if (r.peer_err && e->peer)
 				zd_ms_qp_set_err(zd_ms_qp_ctx(zd_ms_peer_sh(e->peer), e->peer_idx));
-			zd_ms_qp_set_err(qp);
+			sq_error(qp);
 			zd_ms_cqe_err(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
 			zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false);
 		}
@@ -170,10 +181,11 @@ static bool qp_pass(struct zd_mlx5sim_nic *nic, uint32_t i)
 	atomic_thread_fence(memory_order_acquire);
 	if (st == ZD_MLX5SIM_QPS_RTS)
 		work = sq_run(nic, qp, e, pi);
-	if (atomic_load(&qp->state) == ZD_MLX5SIM_QPS_ERR) {
+	st = atomic_load(&qp->state);
+	if (st == ZD_MLX5SIM_QPS_ERR || st == ZD_MLX5SIM_QPS_SQE)
 		work |= sq_flush(nic, qp, pi);
+	if (st == ZD_MLX5SIM_QPS_ERR)
 		work |= rq_flush(nic, qp);
-	}
 	zd_ms_bf_resolve(nic, qp, e, false);
 	return work;
 }

@@ -16,16 +16,7 @@
 
 /* ---- receive side ---- */
 
-struct recv_claim {
-	const uint8_t *wqe;          /* first data segment */
-	uint32_t nseg;
-	uint16_t counter;            /* wqe_counter of the responder CQE */
-	uint32_t srqn;
-};
-
-/* Claims the next receive WQE of the peer QP pq: ZD_MS_OK, ZD_MS_RNR, or
- * ZD_MS_ERR if its queue is malformed. */
-static int recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct recv_claim *rc)
+int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_recv *rc)
 {
 	struct zd_ms_shared *sh = zd_ms_peer_sh(p);
 
@@ -86,11 +77,9 @@ static int recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct recv_c
 	return ZD_MS_OK;
 }
 
-/* Checks a receive WQE's scatter list against the peer's MR table:
- * 0, or the responder's syndrome. */
-static uint8_t recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
-			    const struct recv_claim *rc, uint64_t need, struct zd_soft_seg *r,
-			    int *nr)
+uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+			   const struct zd_ms_recv *rc, uint64_t need, struct zd_soft_seg *r,
+			   int *nr)
 {
 	uint64_t have = 0;
 
@@ -118,10 +107,8 @@ static uint8_t recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
 
 /* ---- WQE execution ---- */
 
-/* Parses data and inline segments from off to the end into local iovecs,
- * checking each data segment against our MR table (need: access bits). */
-static bool local_sges(struct zd_ms_wqe *x, uint32_t off, bool allow_inline, uint32_t need,
-		       struct iovec *iov, int *n, uint64_t *total)
+bool zd_ms_local_sges(struct zd_ms_wqe *x, uint32_t off, bool allow_inline, uint32_t need,
+		      struct iovec *iov, int *n, uint64_t *total)
 {
 	*n = 0;
 	*total = 0;
@@ -176,7 +163,8 @@ void zd_ms_qp_set_err(struct zd_ms_qp *qp)
 {
 	uint32_t st = atomic_load(&qp->state);
 
-	if (st == ZD_MLX5SIM_QPS_RTR || st == ZD_MLX5SIM_QPS_RTS || st == ZD_MLX5SIM_QPS_INIT)
+	if (st == ZD_MLX5SIM_QPS_RTR || st == ZD_MLX5SIM_QPS_RTS || st == ZD_MLX5SIM_QPS_INIT ||
+	    st == ZD_MLX5SIM_QPS_SQE)
 		atomic_compare_exchange_strong(&qp->state, &st, ZD_MLX5SIM_QPS_ERR);
 }
 
@@ -188,7 +176,7 @@ static struct zd_ms_result fail(uint8_t syndrome, bool peer_err)
 
 /* Responder error on a claimed receive: its error CQE, then the QP errs. */
 static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq,
-		       const struct recv_claim *rc, uint8_t syndrome, uint8_t opcode)
+		       const struct zd_ms_recv *rc, uint8_t syndrome, uint8_t opcode)
 {
 	struct mlx5_cqe64 c;
 
@@ -200,7 +188,7 @@ static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq,
 	zd_ms_qp_set_err(pq);
 }
 
-static void resp_cqe(struct zd_ms_wqe *x, struct zd_ms_qp *pq, const struct recv_claim *rc,
+static void resp_cqe(struct zd_ms_wqe *x, struct zd_ms_qp *pq, const struct zd_ms_recv *rc,
 		     uint8_t op, uint32_t len)
 {
 	struct zd_soft_peer *p = x->e->peer;
@@ -224,23 +212,23 @@ static struct zd_ms_result do_send(struct zd_ms_wqe *x)
 {
 	struct iovec l[ZD_MS_MAX_SGE * 2];
 	struct zd_soft_seg r[ZD_MS_MAX_SGE * 2];
-	struct recv_claim rc;
+	struct zd_ms_recv rc;
 	struct zd_ms_qp *pq;
 	uint64_t total;
 	int n, nr, st;
 	uint8_t syn;
 
-	if (!local_sges(x, 16, true, 0, l, &n, &total))
+	if (!zd_ms_local_sges(x, 16, true, 0, l, &n, &total))
 		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
 	pq = peer_qp(x);
 	if (!pq)
 		return fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, false);
-	st = recv_claim(x->e->peer, pq, &rc);
+	st = zd_ms_recv_claim(x->e->peer, pq, &rc);
 	if (st == ZD_MS_RNR)
 		return (struct zd_ms_result){ .status = ZD_MS_RNR };
 	if (st == ZD_MS_ERR)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
-	syn = recv_scatter(x->e->peer, pq, &rc, total, r, &nr);
+	syn = zd_ms_recv_scatter(x->e->peer, pq, &rc, total, r, &nr);
 	if (syn) {
 		resp_error(x->e->peer, pq, &rc, syn, x->opcode);
 		return fail(syn == MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR ?
@@ -263,7 +251,7 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 	const struct mlx5_wqe_raddr_seg *ra = (const void *)(x->w + 16);
 	bool write = x->opcode != MLX5_OPCODE_RDMA_READ;
 	struct iovec l[ZD_MS_MAX_SGE * 2];
-	struct recv_claim rc;
+	struct zd_ms_recv rc;
 	struct zd_ms_qp *pq;
 	struct zd_soft_seg r;
 	uint64_t total;
@@ -271,7 +259,8 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 
 	if (x->size < 32)
 		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-	if (!local_sges(x, 32, write, write ? 0 : ZD_MLX5SIM_ACCESS_LOCAL_WRITE, l, &n, &total))
+	if (!zd_ms_local_sges(x, 32, write, write ? 0 : ZD_MLX5SIM_ACCESS_LOCAL_WRITE, l, &n,
+			      &total))
 		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
 	pq = peer_qp(x);
 	if (!pq)
@@ -285,7 +274,7 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 			    r.addr, total, &r.chunk))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM) {
-		int st = recv_claim(x->e->peer, pq, &rc);
+		int st = zd_ms_recv_claim(x->e->peer, pq, &rc);
 
 		if (st == ZD_MS_RNR)
 			return (struct zd_ms_result){ .status = ZD_MS_RNR };
@@ -369,6 +358,8 @@ struct zd_ms_result zd_ms_wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx)
 	if (x->idx != expect_idx || (qpn_ds >> 8) != x->qp->qpn || (w0 >> 24) != 0 ||
 	    (x->fm_ce_se & 0x11))
 		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+	if (x->qp->type == ZD_MLX5SIM_QPT_UD)
+		return zd_ms_ud_exec(x);
 	switch (x->opcode) {
 	case MLX5_OPCODE_NOP:
 		return (struct zd_ms_result){ .status = ZD_MS_OK };

@@ -182,6 +182,8 @@ void zd_mlx5sim_nic_stats(struct zd_mlx5sim_nic *nic, struct zd_mlx5sim_stats *s
 	st->cqes = atomic_load(&nic->sh->cnt_cqes);
 	st->cq_overrun = atomic_load(&nic->sh->cnt_overrun);
 	st->events = atomic_load(&nic->sh->cnt_events);
+	st->ud_sent = atomic_load(&nic->cnt_ud_sent);
+	st->ud_lost = atomic_load(&nic->cnt_ud_lost);
 }
 
 /* ---- PD ---- */

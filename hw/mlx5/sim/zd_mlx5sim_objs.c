@@ -222,7 +222,7 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 	int ret = -ENOMEM;
 
 	if (!attr->sq_wqe_cnt || attr->sq_wqe_cnt > (1u << 15) || attr->rq_wqe_cnt > (1u << 15) ||
-	    attr->rq_max_sge > ZD_MS_MAX_SGE)
+	    attr->rq_max_sge > ZD_MS_MAX_SGE || attr->type > ZD_MLX5SIM_QPT_UD)
 		return -EINVAL;
 	sq_cnt = zd_ms_pow2_up(attr->sq_wqe_cnt);
 	if (!attr->srqn) {
@@ -268,6 +268,7 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 		qp->scqn = attr->send_cqn;
 		qp->rcqn = attr->recv_cqn;
 		qp->srqn = attr->srqn;
+		qp->type = attr->type;
 		qp->sq_wqe_cnt = sq_cnt;
 		qp->rq_wqe_cnt = rq_cnt;
 		qp->rq_stride = rq_stride;
@@ -338,7 +339,8 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 	}
 	st = atomic_load(&qp->state);
 	e = &nic->qpe[qpn - ZD_MS_QPN_BASE];
-	if ((st != ZD_MLX5SIM_QPS_RESET && st != ZD_MLX5SIM_QPS_INIT) || e->peer) {
+	if ((st != ZD_MLX5SIM_QPS_RESET && st != ZD_MLX5SIM_QPS_INIT) || e->peer ||
+	    qp->type != ZD_MLX5SIM_QPT_RC) {
 		ret = -EINVAL;
 		goto out;
 	}

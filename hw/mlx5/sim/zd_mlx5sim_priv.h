@@ -32,7 +32,8 @@
  * destroy), _mem.c (the MR and chunk tables and the peer NICs; the
  * copies and atomics are hw/soft's), _event.c (CQ events),
  * _engine.c (the engine thread, its passes and SQ loop), _exec.c (one
- * WQE's execution, the receive side), _bf.c (BlueFlame checks), _cqe.c
+ * WQE's execution, the receive side), _ud.c (UD QPs: datagrams, address
+ * handles), _bf.c (BlueFlame checks), _cqe.c
  * (CQE writing, arming), _backend.c (the device for the hw/mlx5 glue).
  * The engine side never calls the control path (_nic.c, _objs.c); the
  * control path calls it only to start the thread and, when a QP resets,
@@ -102,12 +103,15 @@ struct zd_ms_qp {
 	uint32_t qpn, pdn;
 	uint32_t scqn, rcqn, srqn;
 	uint32_t sq_wqe_cnt, rq_wqe_cnt, rq_stride;
+	uint32_t type;              /* enum zd_mlx5sim_qp_type */
+	uint32_t qkey;              /* UD: what a datagram must carry to get in */
 	uint32_t pad;
 	uint64_t sq_off, rq_off, db_off, uar_off;
 	_Atomic uint64_t peer_uid;
 	_Atomic uint32_t peer_qpn;
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t rq_ci;    /* receives claimed (CAS) */
 	_Atomic uint32_t sq_ci;                          /* BBs executed (engine) */
+	_Atomic uint32_t out_of_buffer;  /* UD: datagrams that found no receive */
 } ZD_CACHE_ALIGNED;
 
 #define ZD_MS_QP_FREE UINT32_MAX
@@ -208,7 +212,7 @@ struct zd_mlx5sim_nic {
 	_Atomic bool stop;
 	bool debug;                 /* ZDAPL_MLX5SIM_DEBUG=1: errors on stderr */
 	_Atomic uint64_t cnt_wqes, cnt_rnr, cnt_err, cnt_bf_checked, cnt_bf_mismatch,
-		cnt_db_order;
+		cnt_db_order, cnt_ud_sent, cnt_ud_lost;
 };
 
 /* ---- layout accessors (work on any mapped region) and helpers ---- */
@@ -284,6 +288,14 @@ enum zd_ms_status {
 	ZD_MS_ERR,
 };
 
+/* A receive WQE claimed for a message (zd_ms_recv_claim). */
+struct zd_ms_recv {
+	const uint8_t *wqe;          /* first data segment */
+	uint32_t nseg;
+	uint16_t counter;            /* wqe_counter of the responder CQE */
+	uint32_t srqn;
+};
+
 struct zd_ms_result {
 	int status;                  /* enum zd_ms_status */
 	uint8_t syndrome;            /* requester's */
@@ -306,8 +318,24 @@ struct zd_ms_wqe {
 /* Executes x (nic, qp, e, w and size set) at SQ index expect_idx, filling
  * in the rest of x from its control segment. */
 struct zd_ms_result zd_ms_wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx);
-/* INIT, RTR or RTS to ERR (by CAS: the engines of peers race on a QP). */
+/* INIT, RTR, RTS or SQE to ERR (by CAS: the engines of peers race on a QP). */
 void zd_ms_qp_set_err(struct zd_ms_qp *qp);
+/* The receive side, for the RC and UD executions.  recv_claim claims the
+ * next receive WQE of the peer QP pq: ZD_MS_OK, ZD_MS_RNR (none posted),
+ * or ZD_MS_ERR if its queue is malformed.  recv_scatter checks the claimed
+ * WQE's scatter list for @need bytes against the peer's MR table: 0, or
+ * the responder's syndrome.  local_sges parses the data and inline
+ * segments of x from off to its end into local iovecs, checking each data
+ * segment against our MR table (need: access bits). */
+int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_recv *rc);
+uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+			   const struct zd_ms_recv *rc, uint64_t need, struct zd_soft_seg *r,
+			   int *nr);
+bool zd_ms_local_sges(struct zd_ms_wqe *x, uint32_t off, bool allow_inline, uint32_t need,
+		      struct iovec *iov, int *n, uint64_t *total);
+
+/* Unreliable datagrams (zd_mlx5sim_ud.c): executes x, a WQE of a UD QP. */
+struct zd_ms_result zd_ms_ud_exec(struct zd_ms_wqe *x);
 
 /* BlueFlame checks (zd_mlx5sim_bf.c), under nic->lock.  Per pass: observe
  * the halves before the SQ runs, shadow each WQE executed, resolve the
