@@ -613,3 +613,49 @@ Test(ud, address_handle_checks)
 	cr_assert_eq(lost(na), 1);
 	zd_mlx5sim_ah_destroy(na, ah);
 }
+
+/* A deregistration, or the QP's destruction, right after a post: the NIC
+ * has executed the post by then (as a ConnectX long has when the command
+ * completes), even if its engine was asleep. */
+Test(ud, commands_come_after_the_posts_before_them)
+{
+	struct t_qp u2;
+	struct mlx5_cqe64 c;
+	uint8_t *tmp = aligned_alloc(64, 256);
+	uint32_t k, r;
+
+	cr_assert_eq(zd_mlx5sim_mr_add(na, pda, tmp, 256, T_ACC_ALL, &k, &r), 0);
+	fill(tmp, 64, 11);
+	t_recv(&ub, lb, 200, kb);
+	t_recv(&ub, lb + 256, 200, kb);
+	usleep(20000);   /* the engines idle, and sleep */
+	{
+		struct t_wqe w;
+
+		t_wqe_ctrl(&w, &ua, MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+		wqe_dgram(&w, &av_b, ub.qpn, QKEY_B);
+		t_wqe_data(&w, tmp, 64, k);
+		t_post(&ua, &w, T_BF);
+	}
+	cr_assert_eq(zd_mlx5sim_mr_remove(na, k), 0);
+	check_req((c = t_wait(&sca), &c), &ua, 0);
+	c = t_wait(&rcb);
+	check_recv(&c, &ub, &ua, 0, 64);
+	cr_assert_eq(memcmp(lb + GRH, tmp, 64), 0);
+	free(tmp);
+
+	ud_make(na, pda, &sca, &rca, 0, 0x31, &u2);
+	usleep(20000);
+	{
+		struct t_wqe w;
+
+		t_wqe_ctrl(&w, &u2, MLX5_OPCODE_SEND, 0, 0);
+		wqe_dgram(&w, &av_b, ub.qpn, QKEY_B);
+		t_wqe_inline(&w, "last words", 10);
+		t_post(&u2, &w, T_BF);
+	}
+	cr_assert_eq(zd_mlx5sim_qp_destroy(na, u2.qpn), 0);
+	c = t_wait(&rcb);
+	check_recv(&c, &ub, &u2, 1, 10);
+	cr_assert_eq(memcmp(lb + 256 + GRH, "last words", 10), 0);
+}

@@ -190,6 +190,14 @@ static bool qp_pass(struct zd_mlx5sim_nic *nic, uint32_t i)
 	return work;
 }
 
+void zd_ms_engine_catch_up(struct zd_mlx5sim_nic *nic)
+{
+	if (atomic_load_explicit(&nic->stop, memory_order_relaxed))
+		return;   /* the NIC is being closed: its hardware is off */
+	for (uint32_t i = 0; i < nic->qp_hwm; i++)
+		qp_pass(nic, i);
+}
+
 void *zd_ms_engine_main(void *arg)
 {
 	struct zd_mlx5sim_nic *nic = arg;

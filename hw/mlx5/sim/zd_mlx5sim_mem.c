@@ -90,6 +90,8 @@ int zd_mlx5sim_mr_remove(struct zd_mlx5sim_nic *nic, uint32_t lkey)
 	int ret = -EINVAL;
 
 	pthread_mutex_lock(&nic->lock);
+	/* Posts before the deregistration still find their memory. */
+	zd_ms_engine_catch_up(nic);
 	if (idx < nic->sh->max_mr) {
 		struct zd_soft_mr_entry *e = zd_ms_mr_ctx(nic->sh, idx);
 

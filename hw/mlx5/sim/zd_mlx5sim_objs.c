@@ -437,6 +437,8 @@ int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 		pthread_mutex_unlock(&nic->lock);
 		return -EINVAL;
 	}
+	/* Its posts before the destruction still go out. */
+	zd_ms_engine_catch_up(nic);
 	/* Peers sending to us see a QP that is not RTR/RTS and fail. */
 	atomic_store(&qp->state, ZD_MLX5SIM_QPS_RESET);
 	qp_reset_locked(nic, qp, &put);

@@ -36,8 +36,9 @@
  * handles), _bf.c (BlueFlame checks), _cqe.c
  * (CQE writing, arming), _backend.c (the device for the hw/mlx5 glue).
  * The engine side never calls the control path (_nic.c, _objs.c); the
- * control path calls it only to start the thread and, when a QP resets,
- * for its last BlueFlame checks.
+ * control path calls it only to start the thread, to catch up before a
+ * deregistration or a QP's destruction, and, when a QP resets, for its
+ * last BlueFlame checks.
  */
 #ifndef ZD_MLX5SIM_PRIV_H
 #define ZD_MLX5SIM_PRIV_H
@@ -278,8 +279,13 @@ bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
 int64_t zd_ms_arena_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes);
 void zd_ms_arena_free(struct zd_mlx5sim_nic *nic, uint64_t off, uint64_t bytes);
 
-/* Engine (zd_mlx5sim_engine.c). */
+/* Engine (zd_mlx5sim_engine.c).  catch_up (control path, nic->lock
+ * held) executes now what the doorbells rung so far announce, as a NIC
+ * has long done when a command that follows them completes: memory
+ * deregistered, or a QP destroyed, right after a post must not fail or
+ * lose that post because the engine thread was asleep. */
 void *zd_ms_engine_main(void *arg);
+void zd_ms_engine_catch_up(struct zd_mlx5sim_nic *nic);
 
 /* WQE execution (zd_mlx5sim_exec.c). */
 enum zd_ms_status {
