@@ -100,6 +100,7 @@ struct zd_mlx5_qp {
 	struct zd_mlx5_dev *dev;
 	void *bqp;
 	_Atomic int flushed;           /* qp_flush ran since create/reset */
+	bool ud;                       /* unreliable datagrams (zd_mlx5_ud.c) */
 	/* The NIC writes an atomic's old value big-endian (caps.atomic_reply_be). */
 	bool atomic_be;
 	/* The last local range an inline post was checked against (poster
@@ -171,6 +172,11 @@ zd_device_post_rdma_read_fn zd_mlx5_post_rdma_read;
 zd_device_srq_post_recv_fn zd_mlx5_srq_post_recv;
 zd_device_post_rdma_write_imm_fn zd_mlx5_post_rdma_write_imm;
 zd_device_post_atomic_fn zd_mlx5_post_atomic;
+
+/* ---- zd_mlx5_ud.c: unreliable datagrams ---- */
+zd_device_ud_ah_create_fn zd_mlx5_ud_ah_create;
+zd_device_ud_ah_destroy_fn zd_mlx5_ud_ah_destroy;
+zd_device_post_send_ud_fn zd_mlx5_post_send_ud;
 
 /* The DAT entries with the mlx5 data path inlined (zd_device_ops
  * .dat_entries): zd_mlx5_post.c, and zd_mlx5_cq.c for the dequeue. */

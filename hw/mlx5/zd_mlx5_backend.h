@@ -25,6 +25,7 @@
 #ifndef ZD_MLX5_BACKEND_H
 #define ZD_MLX5_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <netinet/in.h>
@@ -54,9 +55,10 @@ struct zd_mlx5_caps {
 	 * PRM's atomic_req_8B_endianness_mode 0) rather than in host order
 	 * (mode 1): the data path then swaps it at the CQE. */
 	bool atomic_reply_be;
+	uint32_t max_ud_payload;      /* a datagram: the path MTU (0: no UD) */
 };
 
-/* What an RC QP is created with. */
+/* What a QP is created with. */
 struct zd_mlx5_qp_init {
 	void *pd;                     /* from pd_alloc */
 	void *send_cq, *recv_cq;      /* from cq_create (may be the same) */
@@ -65,6 +67,7 @@ struct zd_mlx5_qp_init {
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline;          /* inline bytes wanted */
 	uint32_t max_rd_atomic;
+	bool ud;                      /* an unreliable-datagram QP (qp_create) */
 };
 
 struct zd_mlx5_backend {
@@ -134,6 +137,9 @@ struct zd_mlx5_backend {
 	 * really hold (<= init->max_inline, 0 allowed).  Every QP the glue
 	 * creates is destroyed by it: dat_ep_reset makes a new QP (a new
 	 * QPN) and keeps the old one, in error, until its CQEs are reaped.
+	 * With init->ud, a UD QP instead, ready to send and receive at once
+	 * (INIT -> RTR -> RTS with a Q_Key of the backend's choosing, which
+	 * its qp_blob carries); it is never connected.
 	 */
 	DAT_RETURN (*qp_create)(void *ctx, const struct zd_mlx5_qp_init *init, void **qp,
 				struct zd_mlx5_sq_desc *sq, struct zd_mlx5_rq_desc *rq,
@@ -150,6 +156,18 @@ struct zd_mlx5_backend {
 	/* Destroys @qp; CQEs of it left in its CQs stay (the glue drops them:
 	 * their QPN is no longer known). */
 	void (*qp_destroy)(void *ctx, void *qp);
+
+	/*
+	 * Unreliable datagrams (optional; with caps.max_ud_payload): an
+	 * address handle for the UD QP whose qp_blob is @peer (it came over
+	 * the network: validated, DAT_INVALID_ADDRESS when it cannot be used).
+	 * Fills the addressing of @av as mlx5dv_init_obj(MLX5DV_OBJ_AH) gives
+	 * it (dqp_dct and the key are the WQE's, left to the glue), the
+	 * remote QP's number and Q_Key; *ah is for ah_destroy.
+	 */
+	DAT_RETURN (*ah_create)(void *ctx, const void *peer, size_t len, struct mlx5_wqe_av *av,
+				uint32_t *qpn, uint32_t *qkey, void **ah);
+	void (*ah_destroy)(void *ctx, void *ah);
 };
 
 /* The glue's ia_open over @be (zd_mlx5_dev.c). */
@@ -186,6 +204,9 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 	.srq_post_recv = zd_mlx5_srq_post_recv,           \
 	.post_rdma_write_imm = zd_mlx5_post_rdma_write_imm, \
 	.post_atomic = zd_mlx5_post_atomic,               \
+	.ud_ah_create = zd_mlx5_ud_ah_create,             \
+	.ud_ah_destroy = zd_mlx5_ud_ah_destroy,           \
+	.post_send_ud = zd_mlx5_post_send_ud,             \
 	.dat_entries = {                                  \
 		.ep_post_send = zd_mlx5_dat_post_send,     \
 		.ep_post_rdma_write = zd_mlx5_dat_post_rdma_write, \

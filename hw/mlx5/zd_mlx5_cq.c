@@ -366,6 +366,10 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 		cookie = zd_mlx5_rq_complete(&qp->rq);
 	else
 		return 0;
+	if (ZD_UNLIKELY(qp->ud))
+		/* a datagram: its length counts the GRH before the payload */
+		op = ci.opcode == MLX5_CQE_RESP_SEND_IMM ? (DAT_DTOS)DAT_IB_DTO_RECV_UD_IMMED
+							  : (DAT_DTOS)DAT_IB_DTO_RECV_UD;
 	if (ZD_UNLIKELY(op != DAT_DTO_RECEIVE))
 		/* the immediate: big-endian in the CQE as in the WQE */
 		ext_event(cq->evd, qp->ep, cookie, st, ci.byte_cnt, op,

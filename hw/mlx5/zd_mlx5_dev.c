@@ -66,6 +66,8 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 		return ret;
 	}
 	limits_from_caps(&ia->limits, &dev->caps);
+	/* UD QPs need address handles, which only some backends make. */
+	ia->limits.max_ud_payload = be->ah_create ? dev->caps.max_ud_payload : 0;
 	/* Idempotent; zd_waiter registers the same way. */
 	dev->membarrier = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
 				  0, 0) == 0;

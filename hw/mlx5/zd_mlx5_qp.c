@@ -87,6 +87,7 @@ static DAT_RETURN qp_build(struct zd_mlx5_qp *qp)
 	init.max_inline = (uint32_t)l->max_inline;
 	init.max_rd_atomic = clamp_u32(ZD_MAX(ep->attr.max_rdma_read_out, ep->attr.max_rdma_read_in),
 				       1, (uint32_t)l->max_rdma_read_per_ep);
+	init.ud = qp->ud;
 	ret = dev->be->qp_create(dev->bctx, &init, &qp->bqp, &sqd, &rqd, &max_inline);
 	if (ret != DAT_SUCCESS)
 		return ret;
@@ -126,6 +127,7 @@ static void flush_event(struct zd_evd *evd, struct zd_ep *ep, DAT_DTO_COOKIE coo
 static void qp_flush_outstanding(struct zd_mlx5_qp *qp)
 {
 	struct zd_ep *ep = qp->ep;
+	DAT_DTOS recv_op = qp->ud ? (DAT_DTOS)DAT_IB_DTO_RECV_UD : DAT_DTO_RECEIVE;
 	uint32_t pos;
 
 	if (!ep)
@@ -137,7 +139,7 @@ static void qp_flush_outstanding(struct zd_mlx5_qp *qp)
 		pos += wr->nbb ? wr->nbb : 1;
 	}
 	for (pos = atomic_load(&qp->rq.tail); qp->rq.cookie && pos != qp->rq.head; pos++)
-		flush_event(ep->recv_evd, ep, qp->rq.cookie[pos & qp->rq.mask], DAT_DTO_RECEIVE);
+		flush_event(ep->recv_evd, ep, qp->rq.cookie[pos & qp->rq.mask], recv_op);
 }
 
 /* Unlists the QP, waits out pollers, destroys the backend QP. */
@@ -167,15 +169,16 @@ DAT_RETURN zd_mlx5_qp_create(struct zd_ep *ep)
 	struct zd_mlx5_qp *qp;
 	DAT_RETURN ret;
 
-	/* The backend QP needs both CQs. */
+	/* The backend QP needs both CQs (and a UD QP, a backend that does UD). */
 	if (!ep->request_evd || !ep->recv_evd || !ep->request_evd->cq_priv ||
-	    !ep->recv_evd->cq_priv)
+	    !ep->recv_evd->cq_priv || (zd_ep_is_ud(ep) && !ep->obj.ia->limits.max_ud_payload))
 		return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, DAT_NO_SUBTYPE);
 	if (posix_memalign((void **)&qp, ZD_CACHE_LINE, sizeof(*qp)) != 0)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	memset(qp, 0, sizeof(*qp));
 	qp->ep = ep;
 	qp->dev = dev;
+	qp->ud = zd_ep_is_ud(ep);
 	qp->srq = ep->srq ? ep->srq->dev_priv : NULL;
 	qp->req_flags = ep->attr.request_completion_flags;
 	qp->max_msg = (uint32_t)ep->obj.ia->limits.max_message_size;
@@ -251,6 +254,7 @@ DAT_RETURN zd_mlx5_qp_reset(struct zd_ep *ep)
 	memset(qp, 0, sizeof(*qp));
 	qp->ep = ep;
 	qp->dev = old->dev;
+	qp->ud = old->ud;
 	qp->srq = old->srq;
 	qp->req_flags = ep->attr.request_completion_flags;
 	qp->max_msg = old->max_msg;

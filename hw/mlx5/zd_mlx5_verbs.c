@@ -13,6 +13,13 @@
  * qp_connect moves the QP RESET -> INIT -> RTR -> RTS, with a GRH when the
  * port is Ethernet (RoCE) or a GID was asked for.
  *
+ * Unreliable datagrams: a UD QP goes to RTS at creation with a random
+ * Q_Key; its blob carries LID, GID, QPN and Q_Key, from which a peer's
+ * ah_create makes an ibv_ah (on a PD of the context's own: an mlx5 AV is
+ * copied into each WQE, so no QP's PD matters) and takes its address
+ * vector with mlx5dv_init_obj(MLX5DV_OBJ_AH).  A datagram carries at most
+ * the port's active MTU.
+ *
  * Fork safety: ibv_fork_init before the first registration, so a child
  * never shares registered pages (queue buffers included) with us.
  *
@@ -38,6 +45,7 @@
 #include "hw/mlx5/zd_mlx5.h"
 
 #define ZD_VERBS_BLOB_MAGIC 0x7a647631u   /* "zdv1" */
+#define ZD_VERBS_UD_MAGIC   0x7a647531u   /* "zdu1" */
 
 struct zd_verbs_ctx {
 	struct ibv_context *ctx;
@@ -49,12 +57,15 @@ struct zd_verbs_ctx {
 	uint16_t lid;
 	int gid_index;                /* -1: LID addressing */
 	union ibv_gid gid;
+	struct ibv_pd *ah_pd;         /* UD address handles */
 };
 
 struct zd_verbs_qp {
 	struct ibv_qp *qp;
 	uint32_t psn;
 	uint32_t max_rd_atomic;
+	bool ud;
+	uint32_t qkey;                /* UD */
 };
 
 /* Wire form of a QP's address (all fields little-endian on the wire). */
@@ -67,6 +78,18 @@ struct zd_verbs_blob {
 	uint8_t mtu;
 	uint8_t has_gid;
 	uint8_t pad[3];
+	uint8_t gid[16];
+};
+
+/* Wire form of a UD QP's address (little-endian): what ibv_create_ah
+ * needs of the peer's port, its QPN and Q_Key. */
+struct zd_verbs_ud_blob {
+	uint32_t magic;
+	uint32_t qpn;
+	uint32_t qkey;
+	uint16_t lid;
+	uint8_t link_layer;
+	uint8_t has_gid;
 	uint8_t gid[16];
 };
 
@@ -165,6 +188,11 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 		zd_log_error("%s: eventfd: %s", p->device, strerror(errno));
 		goto err;
 	}
+	v->ah_pd = ibv_alloc_pd(v->ctx);
+	if (!v->ah_pd) {
+		zd_log_error("%s: no protection domain: %s", p->device, strerror(errno));
+		goto err;
+	}
 	if (zd_netaddr_resolve(addr_spec, addr) != 0)
 		goto err_param;
 
@@ -184,6 +212,8 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 	caps->max_rd_atomic = (uint32_t)da.max_qp_rd_atom;
 	caps->max_inline = ZD_MLX5_INLINE_DEF;
 	caps->max_msg_size = pa.max_msg_sz;
+	/* enum ibv_mtu: 1 is 256 bytes, 5 is 4096 */
+	caps->max_ud_payload = 128u << pa.active_mtu;
 	/* The byte order of an atomic's old value (PRM: the HCA cap
 	 * atomic_req_8B_endianness_mode, 0 big-endian, 1 host order).  The
 	 * kernel (mlx5_core) sets host order when the HCA supports it, and
@@ -196,6 +226,7 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 	*out = v;
 	return DAT_SUCCESS;
 err_param:
+	ibv_dealloc_pd(v->ah_pd);
 	close(v->kick_fd);
 	if (v->chan)
 		ibv_destroy_comp_channel(v->chan);
@@ -203,6 +234,8 @@ err_param:
 	free(v);
 	return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 err:
+	if (v->ah_pd)
+		ibv_dealloc_pd(v->ah_pd);
 	if (v->kick_fd >= 0)
 		close(v->kick_fd);
 	if (v->chan)
@@ -217,6 +250,7 @@ static void verbs_close(void *ctx)
 {
 	struct zd_verbs_ctx *v = ctx;
 
+	ibv_dealloc_pd(v->ah_pd);
 	close(v->kick_fd);
 	ibv_destroy_comp_channel(v->chan);
 	ibv_close_device(v->ctx);
@@ -378,6 +412,25 @@ static int qp_to_init(struct zd_verbs_ctx *v, struct ibv_qp *qp)
 	return ibv_modify_qp(qp, &a, mask);
 }
 
+/* A UD QP needs no peer: RESET -> INIT (its Q_Key) -> RTR -> RTS. */
+static int ud_to_rts(struct zd_verbs_ctx *v, struct zd_verbs_qp *q)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = v->port, .qkey = q->qkey,
+	};
+
+	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_QKEY) != 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE) != 0)
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = q->psn;
+	return ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
 static DAT_RETURN verbs_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, void **out,
 				  struct zd_mlx5_sq_desc *sq, struct zd_mlx5_rq_desc *rq,
 				  uint32_t *max_inline)
@@ -389,7 +442,7 @@ static DAT_RETURN verbs_qp_create(void *ctx, const struct zd_mlx5_qp_init *init,
 			.max_send_sge = init->max_send_sge, .max_recv_sge = init->max_recv_sge,
 			.max_inline_data = init->max_inline,
 		},
-		.qp_type = IBV_QPT_RC,
+		.qp_type = init->ud ? IBV_QPT_UD : IBV_QPT_RC,
 	};
 	struct zd_verbs_qp *q = calloc(1, sizeof(*q));
 	struct mlx5dv_qp dv;
@@ -405,7 +458,17 @@ static DAT_RETURN verbs_qp_create(void *ctx, const struct zd_mlx5_qp_init *init,
 	memset(&dv, 0, sizeof(dv));
 	obj.qp.in = q->qp;
 	obj.qp.out = &dv;
-	if (qp_to_init(ctx, q->qp) != 0 || mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP) != 0) {
+	if (getrandom(&q->psn, sizeof(q->psn), 0) != sizeof(q->psn))
+		q->psn = q->qp->qp_num * 2654435761u;
+	q->psn &= 0xffffff;
+	q->ud = init->ud;
+	/* A random Q_Key: datagrams meant for an earlier QP of this number
+	 * (a stale address handle) do not get in; never a controlled one. */
+	if (getrandom(&q->qkey, sizeof(q->qkey), 0) != sizeof(q->qkey))
+		q->qkey = q->psn * 2246822519u;
+	q->qkey &= 0x7fffffff;
+	if ((q->ud ? ud_to_rts(ctx, q) : qp_to_init(ctx, q->qp)) != 0 ||
+	    mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP) != 0) {
 		ibv_destroy_qp(q->qp);
 		free(q);
 		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
@@ -422,12 +485,25 @@ static DAT_RETURN verbs_qp_create(void *ctx, const struct zd_mlx5_qp_init *init,
 	rq->stride = dv.rq.stride;
 	rq->dbrec = (volatile __be32 *)&dv.dbrec[MLX5_RCV_DBR];
 	*max_inline = a.cap.max_inline_data;
-	if (getrandom(&q->psn, sizeof(q->psn), 0) != sizeof(q->psn))
-		q->psn = q->qp->qp_num * 2654435761u;
-	q->psn &= 0xffffff;
 	q->max_rd_atomic = init->max_rd_atomic;
 	*out = q;
 	return DAT_SUCCESS;
+}
+
+static size_t verbs_ud_blob(struct zd_verbs_ctx *v, struct zd_verbs_qp *q, void *blob,
+			    size_t max)
+{
+	struct zd_verbs_ud_blob b = {
+		.magic = htole32(ZD_VERBS_UD_MAGIC), .qpn = htole32(q->qp->qp_num),
+		.qkey = htole32(q->qkey), .lid = htole16(v->lid), .link_layer = v->link_layer,
+		.has_gid = v->gid_index >= 0,
+	};
+
+	if (max < sizeof(b))
+		return 0;
+	memcpy(b.gid, v->gid.raw, sizeof(b.gid));
+	memcpy(blob, &b, sizeof(b));
+	return sizeof(b);
 }
 
 static size_t verbs_qp_blob(void *ctx, void *qp, void *blob, size_t max)
@@ -440,6 +516,8 @@ static size_t verbs_qp_blob(void *ctx, void *qp, void *blob, size_t max)
 		.mtu = (uint8_t)v->mtu, .has_gid = v->gid_index >= 0,
 	};
 
+	if (q->ud)
+		return verbs_ud_blob(v, q, blob, max);
 	if (max < sizeof(b))
 		return 0;
 	memcpy(b.gid, v->gid.raw, sizeof(b.gid));
@@ -515,6 +593,57 @@ static void verbs_qp_destroy(void *ctx, void *qp)
 	free(q);
 }
 
+static DAT_RETURN verbs_ah_create(void *ctx, const void *peer, size_t len,
+				  struct mlx5_wqe_av *av, uint32_t *qpn, uint32_t *qkey, void **out)
+{
+	struct zd_verbs_ctx *v = ctx;
+	struct zd_verbs_ud_blob b;
+	struct ibv_ah_attr a;
+	struct ibv_ah *ah;
+	struct mlx5dv_ah dv;
+	struct mlx5dv_obj obj;
+
+	if (len != sizeof(b))
+		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+	memcpy(&b, peer, sizeof(b));
+	if (le32toh(b.magic) != ZD_VERBS_UD_MAGIC || b.link_layer != v->link_layer ||
+	    (v->link_layer == IBV_LINK_LAYER_ETHERNET && !b.has_gid))
+		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+	/* As verbs_qp_connect addresses the peer. */
+	memset(&a, 0, sizeof(a));
+	a.port_num = v->port;
+	a.dlid = le16toh(b.lid);
+	if (b.has_gid && v->gid_index >= 0) {
+		a.is_global = 1;
+		memcpy(a.grh.dgid.raw, b.gid, sizeof(b.gid));
+		a.grh.sgid_index = (uint8_t)v->gid_index;
+		a.grh.hop_limit = 64;
+	}
+	ah = ibv_create_ah(v->ah_pd, &a);
+	if (!ah) {
+		zd_log_error("mlx5: no address handle for QP %u: %s", le32toh(b.qpn),
+			     strerror(errno));
+		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+	}
+	memset(&dv, 0, sizeof(dv));
+	obj.ah.in = ah;
+	obj.ah.out = &dv;
+	if (mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH) != 0 || !dv.av) {
+		ibv_destroy_ah(ah);
+		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
+	}
+	*av = *dv.av;
+	*qpn = le32toh(b.qpn) & 0xffffff;
+	*qkey = le32toh(b.qkey);
+	*out = ah;
+	return DAT_SUCCESS;
+}
+
+static void verbs_ah_destroy(void *ctx, void *ah)
+{
+	ibv_destroy_ah(ah);
+}
+
 static const struct zd_mlx5_backend zd_mlx5_verbs = {
 	.open = verbs_open,
 	.close = verbs_close,
@@ -534,6 +663,8 @@ static const struct zd_mlx5_backend zd_mlx5_verbs = {
 	.qp_connect = verbs_qp_connect,
 	.qp_to_error = verbs_qp_to_error,
 	.qp_destroy = verbs_qp_destroy,
+	.ah_create = verbs_ah_create,
+	.ah_destroy = verbs_ah_destroy,
 };
 
 ZD_MLX5_BACKEND_REGISTER(zd_mlx5_verbs, "mlx5_*", "zdapl-mlx5", 0)

@@ -23,6 +23,7 @@
 #include <netinet/in.h>          /* before dat_ib_extensions.h */
 #include <dat2/udat.h>
 #include <dat2/dat_ib_extensions.h>
+#include <sys/random.h>
 
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
@@ -53,6 +54,25 @@ struct zd_ms_be {
 	struct zd_mlx5sim_nic *nic;
 	bool listening;               /* our chunk listener is registered */
 };
+
+/* A UD QP's blob: its address and the Q_Key datagrams to it carry. */
+struct ms_ud_blob {
+	struct zd_mlx5sim_qp_addr a;
+	uint32_t qkey;
+	uint32_t pad;
+};
+
+/* A UD QP's Q_Key: random, so that a datagram for an earlier QP of the
+ * same number (a stale address handle) does not get in; never a
+ * controlled one (high bit). */
+static uint32_t ud_qkey(void)
+{
+	uint32_t k;
+
+	if (getrandom(&k, sizeof(k), 0) != sizeof(k))
+		k = (uint32_t)random();
+	return k & 0x7fffffff;
+}
 
 static inline void *h_of(uint32_t n)
 {
@@ -134,6 +154,7 @@ static DAT_RETURN ms_open(const struct zd_ia_params *p, void **ctx, struct zd_ml
 	caps->max_rd_atomic = 16;
 	caps->max_inline = ZD_MLX5_INLINE_DEF;
 	caps->max_msg_size = 1u << 30;
+	caps->max_ud_payload = ZD_MLX5SIM_UD_MTU;
 	/* As a ConnectX left in its default requester mode. */
 	caps->atomic_reply_be = true;
 	*ctx = b;
@@ -269,10 +290,10 @@ static DAT_RETURN ms_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, vo
 	uint32_t sge = init->max_send_sge ? init->max_send_sge : 1;
 	uint32_t inl_ds = init->max_inline ?
 		(uint32_t)(sizeof(struct mlx5_wqe_inl_data_seg) + init->max_inline + 15) / 16 : 0;
-	/* Largest WQE the data path may build: ctrl + raddr + the larger of
-	 * its data segments and its inline data (an atomic's four segments
-	 * take one block, which any SQ has). */
-	uint32_t ds = 2 + (sge > inl_ds ? sge : inl_ds);
+	/* Largest WQE the data path may build: ctrl + raddr (UD: the datagram
+	 * segment, 3 units) + the larger of its data segments and its inline
+	 * data (an atomic's four segments take one block, which any SQ has). */
+	uint32_t ds = (init->ud ? 4 : 2) + (sge > inl_ds ? sge : inl_ds);
 	uint32_t bb = (ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
 	uint64_t sq_bb = (uint64_t)pow2_up(init->max_send_wr ? init->max_send_wr : 1) * bb;
 	struct zd_mlx5sim_qp_attr a = {
@@ -282,6 +303,7 @@ static DAT_RETURN ms_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, vo
 		.srqn = n_of(init->srq),
 		.rq_wqe_cnt = init->srq ? 0 : (init->max_recv_wr ? init->max_recv_wr : 1),
 		.rq_max_sge = init->srq ? 0 : (init->max_recv_sge ? init->max_recv_sge : 1),
+		.type = init->ud ? ZD_MLX5SIM_QPT_UD : ZD_MLX5SIM_QPT_RC,
 	};
 	uint32_t qpn;
 	int rc;
@@ -294,8 +316,9 @@ static DAT_RETURN ms_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, vo
 	if (rc != 0)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
 	/* Receives may be posted before the connection (DAT): to INIT now,
-	 * as verbs does. */
-	if (zd_mlx5sim_qp_modify(b->nic, qpn, ZD_MLX5SIM_QPS_INIT) != 0) {
+	 * as verbs does; a UD QP on to RTS, with a Q_Key of its own. */
+	if (zd_mlx5sim_qp_modify(b->nic, qpn, ZD_MLX5SIM_QPS_INIT) != 0 ||
+	    (init->ud && zd_mlx5sim_qp_ud_ready(b->nic, qpn, ud_qkey()) != 0)) {
 		zd_mlx5sim_qp_destroy(b->nic, qpn);
 		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
 	}
@@ -310,12 +333,18 @@ static DAT_RETURN ms_qp_create(void *ctx, const struct zd_mlx5_qp_init *init, vo
 
 static size_t ms_qp_blob(void *ctx, void *qp, void *blob, size_t max)
 {
-	struct zd_mlx5sim_qp_addr a;
+	struct zd_mlx5sim_nic *nic = ((struct zd_ms_be *)ctx)->nic;
+	struct ms_ud_blob u = { 0 };
 
-	if (max < sizeof(a) || zd_mlx5sim_qp_addr(((struct zd_ms_be *)ctx)->nic, n_of(qp), &a) != 0)
+	if (max < sizeof(u) || zd_mlx5sim_qp_addr(nic, n_of(qp), &u.a) != 0)
 		return 0;
-	memcpy(blob, &a, sizeof(a));
-	return sizeof(a);
+	/* An RC QP's blob is its address; a UD QP's adds its Q_Key. */
+	if (zd_mlx5sim_qp_ud_qkey(nic, n_of(qp), &u.qkey) != 0) {
+		memcpy(blob, &u.a, sizeof(u.a));
+		return sizeof(u.a);
+	}
+	memcpy(blob, &u, sizeof(u));
+	return sizeof(u);
 }
 
 static DAT_RETURN ms_qp_connect(void *ctx, void *qp, const void *peer, size_t len)
@@ -348,6 +377,31 @@ static void ms_qp_destroy(void *ctx, void *qp)
 	zd_mlx5sim_qp_destroy(((struct zd_ms_be *)ctx)->nic, n_of(qp));
 }
 
+static DAT_RETURN ms_ah_create(void *ctx, const void *peer, size_t len, struct mlx5_wqe_av *av,
+			       uint32_t *qpn, uint32_t *qkey, void **ah)
+{
+	struct ms_ud_blob u;
+	int rc;
+
+	/* The blob came over the network: the model checks what it names. */
+	if (len != sizeof(u))
+		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+	memcpy(&u, peer, sizeof(u));
+	rc = zd_mlx5sim_ah_create(((struct zd_ms_be *)ctx)->nic, &u.a, av, ah);
+	if (rc == -EINVAL)
+		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+	if (rc != 0)
+		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+	*qpn = u.a.qpn;
+	*qkey = u.qkey;
+	return DAT_SUCCESS;
+}
+
+static void ms_ah_destroy(void *ctx, void *ah)
+{
+	zd_mlx5sim_ah_destroy(((struct zd_ms_be *)ctx)->nic, ah);
+}
+
 static const struct zd_mlx5_backend zd_mlx5sim_backend = {
 	.open = ms_open,
 	.close = ms_close,
@@ -367,6 +421,8 @@ static const struct zd_mlx5_backend zd_mlx5sim_backend = {
 	.qp_connect = ms_qp_connect,
 	.qp_to_error = ms_qp_to_error,
 	.qp_destroy = ms_qp_destroy,
+	.ah_create = ms_ah_create,
+	.ah_destroy = ms_ah_destroy,
 };
 
 /* Processes of this host reach any local address: bind the CM to all. */
