@@ -292,13 +292,14 @@ struct zd_device_ops {
 	zd_device_post_send_ud_fn *post_send_ud;
 
 	/* ---- optional: DAT entry points with this device's data path
-	 * inlined (core/zd_dto_entry.h, evd/zd_evd_entry.h).  They go into
-	 * the DAT_PROVIDER of every dat.conf line this device serves; one
-	 * left NULL keeps core's. ---- */
+	 * inlined (core/zd_dto_entry.h, evd/zd_evd_entry.h,
+	 * core/zd_ext_entry.h).  They go into the DAT_PROVIDER of every
+	 * dat.conf line this device serves; one left NULL keeps core's. ---- */
 	struct {
 		DAT_EP_POST_SEND_FUNC ep_post_send;
 		DAT_EP_POST_RDMA_WRITE_FUNC ep_post_rdma_write;
 		DAT_EVD_DEQUEUE_FUNC evd_dequeue;
+		DAT_HANDLE_EXTENDEDOP_FUNC handle_extendedop;
 	} dat_entries;
 };
 

@@ -185,7 +185,8 @@ DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *l
 
 /* dat_ep_recv_query and dat_ep_set_watermark are in zd_ep.c. */
 
-/* ---- IB extension posts (dat_ib_extensions.h; decoded in zd_ext.c) ---- */
+/* ---- IB extension posts (dat_ib_extensions.h): the checked paths of
+ * core/zd_ext_entry.h ---- */
 
 /* The device op of an extension, or DAT_NOT_IMPLEMENTED. */
 #define EXT_OP_OR_RETURN(ep, op)                                               \
@@ -195,9 +196,10 @@ DAT_RETURN zd_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET *l
 	} while (0)
 
 /* dat_ib_post_rdma_write_immed(ep, n, iov, cookie, remote, imm, flags). */
-DAT_RETURN zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
-				     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-				     uint32_t imm, DAT_COMPLETION_FLAGS flags)
+__attribute__((noinline, cold)) DAT_RETURN
+zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, uint32_t imm,
+			  DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep;
 	DAT_RETURN ret;
@@ -216,16 +218,14 @@ DAT_RETURN zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR
 	return ret;
 }
 
-/* The size of the word an atomic works on. */
-#define ZD_ATOMIC_BYTES 8u
-
 /* dat_ib_post_fetch_and_add(ep, add, local, cookie, remote, flags) and
  * dat_ib_post_cmp_and_swap(ep, cmp, swap, local, cookie, remote, flags):
  * one local segment of at least 8 bytes for the old value, 8 remote bytes
  * at an 8-byte aligned address (the argument numbers name the macros'). */
-DAT_RETURN zd_ep_post_atomic(DAT_EP_HANDLE h, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
-			     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-			     uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+__attribute__((noinline, cold)) DAT_RETURN
+zd_ep_post_atomic(DAT_EP_HANDLE h, DAT_DTOS op, const DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
+		  const DAT_RMR_TRIPLET *remote, uint64_t operand, uint64_t swap,
+		  DAT_COMPLETION_FLAGS flags)
 {
 	const bool cas = op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
 	struct zd_ep *ep;

@@ -6,11 +6,13 @@
  * work: the posts (zd_dto.c), unreliable datagrams (zd_ud.c), counters
  * (zd_counters.c), the open/close query.  The collectives are
  * DAT_NOT_IMPLEMENTED, as in every OFED dapl build but the one for
- * Intel MPI's collective offload.
+ * Intel MPI's collective offload.  The hot posts are read and checked in
+ * core/zd_ext_entry.h, which a device may instantiate with its own posts.
  */
 #include <stdarg.h>
 #include "core/zd_api.h"
 #include "core/zd_ext.h"
+#include "core/zd_ext_entry.h"
 #include "core/zd_ia.h"
 #include "core/zd_obj.h"
 
@@ -43,48 +45,19 @@ static DAT_RETURN open_query(const char *name, va_list args)
 	return DAT_SUCCESS;
 }
 
-DAT_RETURN zd_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
+/* Every operation but the hot posts (core/zd_ext_entry.h).  Each checks
+ * its own handle (an operation on a freed or wrong one: DAT_INVALID_HANDLE
+ * with the subtype of the type it needs); the collectives and unknown
+ * operations answer DAT_INVALID_HANDLE for a handle that is no live
+ * object at all, DAT_NOT_IMPLEMENTED otherwise. */
+__attribute__((noinline)) DAT_RETURN zd_ext_other_op(DAT_HANDLE h, DAT_EXTENDED_OP op,
+						     va_list args)
 {
-	if (op == DAT_IB_OPEN_QUERY_OP) {
+	switch ((int)op) {
+	case DAT_IB_OPEN_QUERY_OP:
 		if (!h)
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 		return open_query((const char *)h, args);
-	}
-	if (zd_obj_type_of(h) < 0)
-		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
-
-	switch ((int)op) {
-	case DAT_IB_FETCH_AND_ADD_OP: {
-		DAT_UINT64 add = va_arg(args, DAT_UINT64);
-		DAT_LMR_TRIPLET *lbuf = va_arg(args, DAT_LMR_TRIPLET *);
-		DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
-		const DAT_RMR_TRIPLET *rbuf = va_arg(args, const DAT_RMR_TRIPLET *);
-		DAT_COMPLETION_FLAGS flags = va_arg(args, DAT_COMPLETION_FLAGS);
-
-		return zd_ep_post_atomic(h, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, lbuf, cookie, rbuf,
-					 add, 0, flags);
-	}
-	case DAT_IB_CMP_AND_SWAP_OP: {
-		DAT_UINT64 cmp = va_arg(args, DAT_UINT64);
-		DAT_UINT64 swap = va_arg(args, DAT_UINT64);
-		DAT_LMR_TRIPLET *lbuf = va_arg(args, DAT_LMR_TRIPLET *);
-		DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
-		const DAT_RMR_TRIPLET *rbuf = va_arg(args, const DAT_RMR_TRIPLET *);
-		DAT_COMPLETION_FLAGS flags = va_arg(args, DAT_COMPLETION_FLAGS);
-
-		return zd_ep_post_atomic(h, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, lbuf, cookie, rbuf,
-					 cmp, swap, flags);
-	}
-	case DAT_IB_RDMA_WRITE_IMMED_OP: {
-		DAT_COUNT n = va_arg(args, DAT_COUNT);
-		DAT_LMR_TRIPLET *iov = va_arg(args, DAT_LMR_TRIPLET *);
-		DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
-		const DAT_RMR_TRIPLET *rbuf = va_arg(args, const DAT_RMR_TRIPLET *);
-		DAT_UINT32 imm = va_arg(args, DAT_UINT32);
-		DAT_COMPLETION_FLAGS flags = va_arg(args, DAT_COMPLETION_FLAGS);
-
-		return zd_ep_post_rdma_write_imm(h, n, iov, cookie, rbuf, imm, flags);
-	}
 	case DAT_IB_UD_SEND_OP: {
 		DAT_COUNT n = va_arg(args, DAT_COUNT);
 		DAT_LMR_TRIPLET *iov = va_arg(args, DAT_LMR_TRIPLET *);
@@ -119,6 +92,14 @@ DAT_RETURN zd_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
 			return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 		return zd_ia_close(h, DAT_CLOSE_ABRUPT_FLAG);
 	default:  /* the collectives, and any op this header version lacks */
+		if (zd_obj_type_of(h) < 0)
+			return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
 		return DAT_ERROR(DAT_NOT_IMPLEMENTED, DAT_NO_SUBTYPE);
 	}
+}
+
+/* The instance for any device: its posts through the EP's device ops. */
+DAT_RETURN zd_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
+{
+	return zd_handle_extendedop_entry(h, op, args, NULL, NULL);
 }

@@ -8,7 +8,11 @@
 #include <dat2/udat.h>
 #include <dat2/dat_ib_extensions.h>
 
-/* Posts (zd_dto.c): the checks of the DAT posts, then the device op. */
+/* The size of the word an atomic works on. */
+#define ZD_ATOMIC_BYTES 8u
+
+/* Posts (zd_dto.c): the checks of the DAT posts one by one, then the
+ * device op (the checked path of core/zd_ext_entry.h). */
 DAT_RETURN zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				     uint32_t imm, DAT_COMPLETION_FLAGS flags);

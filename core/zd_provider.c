@@ -156,6 +156,8 @@ static void install_device_entries(struct zd_provider *p)
 		p->dat.ep_post_rdma_write_func = dev->dat_entries.ep_post_rdma_write;
 	if (dev->dat_entries.evd_dequeue)
 		p->dat.evd_dequeue_func = dev->dat_entries.evd_dequeue;
+	if (dev->dat_entries.handle_extendedop)
+		p->dat.handle_extendedop_func = dev->dat_entries.handle_extendedop;
 }
 
 ZD_EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *instance_data)

@@ -130,17 +130,36 @@ Test(ext, freed_and_wrong_handles)
 
 	open_fixture(&f);
 	/* A freed EP keeps its provider pointer (libdat2 dispatches on it)
-	 * and is refused by us. */
+	 * and is refused by us: no live EP behind it. */
 	cr_assert_eq(dat_ep_free(f.ep), DAT_SUCCESS);
 	EXPECT_RET(dat_ib_post_fetch_and_add(f.ep, 1, &l, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
-		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	EXPECT_RET(dat_ib_post_cmp_and_swap(f.ep, 1, 2, &l, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
 	EXPECT_RET(dat_ib_post_rdma_write_immed(f.ep, 1, &l, c, &r, 7,
 						DAT_COMPLETION_DEFAULT_FLAG),
-		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
 	EXPECT_RET(dat_ib_post_send_ud(f.ep, 1, &l, &ah, c, DAT_COMPLETION_DEFAULT_FLAG),
-		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	EXPECT_RET(dat_ib_ud_ah_free(f.ep, &ah), DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	EXPECT_RET(dat_ib_ud_cm_free(f.ep, NULL), DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	/* ... and by the calls that take any handle or an IA's. */
+	DAT_UINT64 v[DCNT_EP_ALL_COUNTERS + 1];
+	EXPECT_RET(dat_ib_query_counters(f.ep, DCNT_EP_ALL_COUNTERS, v, 0), DAT_INVALID_HANDLE,
+		   DAT_INVALID_HANDLE1);
+	EXPECT_RET(dat_extension_op(f.ep, DAT_IB_START_COUNTERS_OP, (int)DCNT_IA_CM),
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+	EXPECT_RET(dat_extension_op(f.ep, DAT_IB_CLOSE_QUERY_OP), DAT_INVALID_HANDLE,
+		   DAT_INVALID_HANDLE_IA);
+	EXPECT_RET(dat_extension_op(f.ep, (DAT_EXTENDED_OP)999), DAT_INVALID_HANDLE,
+		   DAT_INVALID_HANDLE1);
 	/* A live handle of another type: an EVD is no EP. */
 	EXPECT_RET(dat_ib_post_fetch_and_add(f.evd, 1, &l, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	EXPECT_RET(dat_ib_post_cmp_and_swap(f.evd, 1, 2, &l, c, &r, DAT_COMPLETION_DEFAULT_FLAG),
+		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	EXPECT_RET(dat_ib_post_rdma_write_immed(f.pz, 1, &l, c, &r, 7,
+						DAT_COMPLETION_DEFAULT_FLAG),
 		   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
 	EXPECT_RET(dat_ib_ud_ah_free(f.pz, &ah), DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
 	cr_assert_eq(dat_ia_close(f.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
