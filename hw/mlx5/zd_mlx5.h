@@ -186,5 +186,6 @@ DAT_RETURN zd_mlx5_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRI
 				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				       DAT_COMPLETION_FLAGS flags);
 DAT_RETURN zd_mlx5_dat_evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT *event);
+DAT_RETURN zd_mlx5_dat_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args);
 
 #endif /* ZD_MLX5_H */

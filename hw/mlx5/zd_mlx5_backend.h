@@ -211,6 +211,7 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 		.ep_post_send = zd_mlx5_dat_post_send,     \
 		.ep_post_rdma_write = zd_mlx5_dat_post_rdma_write, \
 		.evd_dequeue = zd_mlx5_dat_evd_dequeue,    \
+		.handle_extendedop = zd_mlx5_dat_handle_extendedop, \
 	}
 
 #define ZD_MLX5_BACKEND_REGISTER(be, devname, adapter, bind_any)                 \

@@ -7,13 +7,16 @@
  * A send or RDMA write of one small segment that fits inline takes a
  * fast path (post_inl1); the rest, post_sq.  Both are also inlined into
  * the mlx5 lines' own DAT entries (zd_mlx5_dat_post_*: core's checks in
- * front, core/zd_dto_entry.h).  tools/mlx5_instr.sh and
- * tools/instr_count.sh count the instructions of the latency case.
+ * front, core/zd_dto_entry.h), as the IB extensions' posts are into their
+ * dat_extension_op entry (zd_mlx5_dat_handle_extendedop,
+ * core/zd_ext_entry.h).  tools/mlx5_instr.sh and tools/instr_count.sh
+ * count the instructions of the latency case.
  *
  * Threads: one poster per EP (and per SRQ) at a time, as the DAT's
  * non-thread-safe registration promises.
  */
 #include "core/zd_dto_entry.h"
+#include "core/zd_ext_entry.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "core/zd_keys.h"
@@ -50,15 +53,19 @@ static __attribute__((noinline)) bool inl_src_check(struct zd_mlx5_qp *qp,
 	return true;
 }
 
+/* The segment lies in the range the last check found (no call). */
+static ZD_ALWAYS_INLINE bool inl_src_memo_ok(const struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
+{
+	return ZD_LIKELY(s->lmr_context == qp->inl_memo.lkey) &&
+	       ZD_LIKELY(qp->inl_memo.gen ==
+			 atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_relaxed)) &&
+	       ZD_LIKELY(zd_range_in(qp->inl_memo.base, qp->inl_memo.size, s->virtual_address,
+				     s->segment_length));
+}
+
 static ZD_ALWAYS_INLINE bool inl_src_ok(struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
 {
-	if (ZD_LIKELY(s->lmr_context == qp->inl_memo.lkey) &&
-	    ZD_LIKELY(qp->inl_memo.gen ==
-		      atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_relaxed)) &&
-	    ZD_LIKELY(zd_range_in(qp->inl_memo.base, qp->inl_memo.size, s->virtual_address,
-				  s->segment_length)))
-		return true;
-	return inl_src_check(qp, s);
+	return inl_src_memo_ok(qp, s) || inl_src_check(qp, s);
 }
 
 /* Every segment of a multi-segment inline post (zero-length ones are
@@ -274,24 +281,63 @@ DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_T
  * big-endian as the PRM carries it; the target's poll turns it back
  * (zd_mlx5_cq.c), so it gets the 32-bit value posted here.
  */
+static ZD_ALWAYS_INLINE DAT_RETURN post_write_imm_inl1(struct zd_mlx5_qp *qp,
+						       const DAT_LMR_TRIPLET *iov,
+						       DAT_DTO_COOKIE cookie,
+						       const DAT_RMR_TRIPLET *remote, uint32_t imm,
+						       uint8_t fm_ce_se, bool event)
+{
+	if (ZD_UNLIKELY(!zd_mlx5_sq_post_inl1(&qp->sq, MLX5_OPCODE_RDMA_WRITE_IMM, fm_ce_se, true,
+					      remote,
+					      (const void *)(uintptr_t)iov[0].virtual_address,
+					      iov[0].segment_length, cookie,
+					      (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, event,
+					      htobe32(imm), true)))
+		return ZD_MLX5_SQ_FULL;
+	return DAT_SUCCESS;
+}
+
+/* Every case but the latency one, out of line: nothing of the caller's
+ * needs to survive a call on that path. */
+static __attribute__((noinline)) DAT_RETURN post_write_imm_other(struct zd_ep *ep, DAT_COUNT n,
+								 const DAT_LMR_TRIPLET *iov,
+								 DAT_DTO_COOKIE cookie,
+								 const DAT_RMR_TRIPLET *remote,
+								 uint32_t imm,
+								 DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+
+	if (inl1_ok(n, iov, qp->sq.inl1_rdma) && inl_src_ok(qp, iov))
+		/* It consumes a receive: it may wake a solicited wait. */
+		return post_write_imm_inl1(qp, iov, cookie, remote, imm,
+					   zd_mlx5_fm_ce_se(flags, false, true),
+					   zd_mlx5_wants_event(flags, qp->req_flags));
+	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE_IMM, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, n,
+		       iov, cookie, remote, htobe32(imm), flags);
+}
+
+/* The latency case -- one small segment from the LMR the last inline post
+ * checked (inl_src_ok's memo), default flags -- inline. */
+static ZD_ALWAYS_INLINE DAT_RETURN post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n,
+						       const DAT_LMR_TRIPLET *iov,
+						       DAT_DTO_COOKIE cookie,
+						       const DAT_RMR_TRIPLET *remote, uint32_t imm,
+						       DAT_COMPLETION_FLAGS flags)
+{
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+
+	if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG) && inl1_ok(n, iov, qp->sq.inl1_rdma) &&
+	    inl_src_memo_ok(qp, iov))
+		return post_write_imm_inl1(qp, iov, cookie, remote, imm, 0, true);
+	return post_write_imm_other(ep, n, iov, cookie, remote, imm, flags);
+}
+
 DAT_RETURN zd_mlx5_post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				       uint32_t imm, DAT_COMPLETION_FLAGS flags)
 {
-	struct zd_mlx5_qp *qp = ep->dev_priv;
-
-	/* One small segment: the plain write's one-block inline WQE. */
-	if (inl1_ok(n, iov, qp->sq.inl1_rdma) && inl_src_ok(qp, iov)) {
-		if (ZD_UNLIKELY(!zd_mlx5_sq_post_inl1(
-			    &qp->sq, MLX5_OPCODE_RDMA_WRITE_IMM, zd_mlx5_fm_ce_se(flags, false, true),
-			    true, remote, (const void *)(uintptr_t)iov[0].virtual_address,
-			    iov[0].segment_length, cookie, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED,
-			    zd_mlx5_wants_event(flags, qp->req_flags), htobe32(imm), true)))
-			return ZD_MLX5_SQ_FULL;
-		return DAT_SUCCESS;
-	}
-	return post_sq(ep, MLX5_OPCODE_RDMA_WRITE_IMM, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, n,
-		       iov, cookie, remote, htobe32(imm), flags);
+	return post_rdma_write_imm(ep, n, iov, cookie, remote, imm, flags);
 }
 
 /*
@@ -302,11 +348,14 @@ DAT_RETURN zd_mlx5_post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n, const DAT_
  * software NIC keeps), the WQE is always signalled so that its CQE comes
  * and the poll turns the value to host order before reporting it (or, if
  * suppressed, before anything after it: the consumer cannot tell it is
- * done earlier).
+ * done earlier).  The default completion flags inline (the latency
+ * case: no mapping of flags), the others out of line.
  */
-DAT_RETURN zd_mlx5_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
-			       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-			       uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+static ZD_ALWAYS_INLINE DAT_RETURN post_atomic_wqe(struct zd_ep *ep, DAT_DTOS op,
+						   const DAT_LMR_TRIPLET *local,
+						   DAT_DTO_COOKIE cookie,
+						   const DAT_RMR_TRIPLET *remote, uint64_t operand,
+						   uint64_t swap, DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_mlx5_qp *qp = ep->dev_priv;
 	const bool cas = op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
@@ -328,6 +377,40 @@ DAT_RETURN zd_mlx5_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIP
 					    event || qp->atomic_be)))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
+}
+
+static __attribute__((noinline)) DAT_RETURN post_atomic_flags(struct zd_ep *ep, DAT_DTOS op,
+							      const DAT_LMR_TRIPLET *local,
+							      DAT_DTO_COOKIE cookie,
+							      const DAT_RMR_TRIPLET *remote,
+							      uint64_t operand, uint64_t swap,
+							      DAT_COMPLETION_FLAGS flags)
+{
+	return post_atomic_wqe(ep, op, local, cookie, remote, operand, swap, flags);
+}
+
+static ZD_ALWAYS_INLINE DAT_RETURN post_atomic(struct zd_ep *ep, DAT_DTOS op,
+					       const DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
+					       const DAT_RMR_TRIPLET *remote, uint64_t operand,
+					       uint64_t swap, DAT_COMPLETION_FLAGS flags)
+{
+	if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG))
+		return post_atomic_wqe(ep, op, local, cookie, remote, operand, swap,
+				       DAT_COMPLETION_DEFAULT_FLAG);
+	return post_atomic_flags(ep, op, local, cookie, remote, operand, swap, flags);
+}
+
+DAT_RETURN zd_mlx5_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
+			       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			       uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+{
+	return post_atomic(ep, op, local, cookie, remote, operand, swap, flags);
+}
+
+/* dat_extension_op with the posts above inlined (zd_device_ops.dat_entries). */
+DAT_RETURN zd_mlx5_dat_handle_extendedop(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
+{
+	return zd_handle_extendedop_entry(h, op, args, post_rdma_write_imm, post_atomic);
 }
 
 DAT_RETURN zd_mlx5_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

@@ -13,11 +13,14 @@
  *    synchronous errors core gives; two processes racing 100,000
  *    increments each on one word, pipelined.
  *  - Suppressed and flushed completions.
+ *  - The provider's entry read from a va_list in each state it can be
+ *    handed, and its paths besides the latency case.
  *
  * The parent is the server (PSP, accept), the forked child the client; they
  * talk over a socketpair (msg_*).  Memory is heap (the peer reaches it by
  * cross-memory attach) or pool (the peer maps the chunk).
  */
+#include <stdarg.h>
 #include <stdlib.h>
 
 #include "dat_peer.h"
@@ -456,6 +459,201 @@ Test(mlx5sim_ext, atomic_without_remote_atomic)
 	send_region(&p, p.fd);
 	msg_recv(p.fd, 20000);
 	CHK(load64(p.buf + 8) == 77);
+	server_done(&p);
+}
+
+/* ---- the va_list the provider is handed ---- */
+
+/*
+ * libdat2's dat_extension_op(handle, op, ...) hands the provider a va_list
+ * whose next argument is in the third integer register; zdapl's entry
+ * (core/zd_ext_entry.h, instantiated by the mlx5 device) then reads the
+ * saved registers and stack slots straight.  A list in any other state
+ * takes va_arg: one whose first argument is in the fourth register (an
+ * argument consumed before), and one whose arguments are all on the
+ * stack (six named ones before them).  Here the provider's
+ * handle_extendedop_func is called directly with each kind.
+ */
+enum va_shape { VA_LIBDAT2, VA_ONE_TAKEN, VA_ALL_STACK, VA_SHAPES };
+
+static DAT_RETURN provider_ext(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args)
+{
+	/* the handle's first word: its DAT_PROVIDER (libdat2 dispatches so) */
+	const DAT_PROVIDER *prov = *(const DAT_PROVIDER *const *)h;
+
+	return prov->handle_extendedop_func(h, op, args);
+}
+
+static DAT_RETURN ext_libdat2(DAT_HANDLE h, DAT_EXTENDED_OP op, ...)
+{
+	va_list args;
+	DAT_RETURN ret;
+
+	va_start(args, op);
+	ret = provider_ext(h, op, args);
+	va_end(args);
+	return ret;
+}
+
+static DAT_RETURN ext_one_taken(DAT_HANDLE h, DAT_EXTENDED_OP op, long taken, ...)
+{
+	va_list args;
+	DAT_RETURN ret;
+
+	CHK(taken == 1);
+	va_start(args, taken);
+	ret = provider_ext(h, op, args);
+	va_end(args);
+	return ret;
+}
+
+static DAT_RETURN ext_all_stack(DAT_HANDLE h, DAT_EXTENDED_OP op, long a, long b, long c, long d,
+				...)
+{
+	va_list args;
+	DAT_RETURN ret;
+
+	CHK(a == 1 && b == 2 && c == 3 && d == 4);
+	va_start(args, d);
+	ret = provider_ext(h, op, args);
+	va_end(args);
+	return ret;
+}
+
+/* dat_extension_op's arguments after the handle and the op, in a list of
+ * @shape. */
+#define EXT_AS(shape, h, op, ...)                                             \
+	((shape) == VA_LIBDAT2     ? ext_libdat2((h), (op), __VA_ARGS__)      \
+	 : (shape) == VA_ONE_TAKEN ? ext_one_taken((h), (op), 1L, __VA_ARGS__) \
+				   : ext_all_stack((h), (op), 1L, 2L, 3L, 4L, __VA_ARGS__))
+
+/*
+ * For each shape the client writes 8 bytes with immediate data 0x100 +
+ * shape (cookie 10 + shape) into its own 64 bytes of the server's buffer
+ * from 4096, adds 1 << shape to the server's word at 0 and swaps the word
+ * at 8 from shape to shape + 1; each old value lands in the client's own
+ * word.  Then, through dat_extension_op, the device entry's other paths:
+ * two segments (the checked path, then the device), non-default flags,
+ * and core's refusals (nothing posted).
+ */
+static int c_va_shapes(int fd, void *arg)
+{
+	struct peer p;
+	DAT_RMR_TRIPLET r, w;
+	DAT_LMR_TRIPLET l, two[2];
+	DAT_COUNT len;
+
+	(void)arg;
+	client_open(&p, &sim, HEAP, fd, NULL);
+	r = recv_region(fd);
+	for (int shape = 0; shape < VA_SHAPES; shape++) {
+		DAT_RMR_TRIPLET dst = word_at(r, 4096 + 64 * (size_t)shape);
+		DAT_DTO_COOKIE c = { .as_64 = 10 + (uint64_t)shape };
+
+		fill(p.buf + 64 * shape, 8, (uint8_t)(20 + shape));
+		l = seg(&p, 64 * (size_t)shape, 8);
+		CHK_RET(EXT_AS(shape, p.ep, DAT_IB_RDMA_WRITE_IMMED_OP, (DAT_COUNT)1, &l, c, &dst,
+			       (DAT_UINT32)(0x100 + shape), DAT_COMPLETION_DEFAULT_FLAG),
+			DAT_SUCCESS);
+		CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED,
+			     c.as_64, &len, NULL) == DAT_DTO_SUCCESS);
+		CHK(len == 8);
+
+		w = word_at(r, 0);
+		c.as_64 = 20 + (uint64_t)shape;
+		l = seg(&p, 1024 + 8 * (size_t)shape, 8);
+		CHK_RET(EXT_AS(shape, p.ep, DAT_IB_FETCH_AND_ADD_OP, (DAT_UINT64)1 << shape, &l, c,
+			       &w, DAT_COMPLETION_DEFAULT_FLAG),
+			DAT_SUCCESS);
+		CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_FETCH_ADD, DAT_IB_FETCH_AND_ADD, c.as_64,
+			     NULL, NULL) == DAT_DTO_SUCCESS);
+		CHK(load64(p.buf + 1024 + 8 * shape) == 0x1000 + ((1u << shape) - 1));
+
+		w = word_at(r, 8);
+		c.as_64 = 30 + (uint64_t)shape;
+		l = seg(&p, 2048 + 8 * (size_t)shape, 8);
+		CHK_RET(EXT_AS(shape, p.ep, DAT_IB_CMP_AND_SWAP_OP, (DAT_UINT64)shape,
+			       (DAT_UINT64)shape + 1, &l, c, &w, DAT_COMPLETION_DEFAULT_FLAG),
+			DAT_SUCCESS);
+		CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_CMP_SWAP, DAT_IB_CMP_AND_SWAP, c.as_64,
+			     NULL, NULL) == DAT_DTO_SUCCESS);
+		CHK(load64(p.buf + 2048 + 8 * shape) == (uint64_t)shape);
+	}
+
+	/* two segments, 5 + 7 bytes, immediate 0x200 */
+	fill(p.buf + 3000, 12, 40);
+	two[0] = seg(&p, 3000, 5);
+	two[1] = seg(&p, 3005, 7);
+	w = word_at(r, 4096 + 64 * VA_SHAPES);
+	w.segment_length = 12;
+	CHK_RET(dat_ib_post_rdma_write_immed(p.ep, 2, two, (DAT_DTO_COOKIE){ .as_64 = 40 }, &w,
+					     0x200, DAT_COMPLETION_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED, 40,
+		     &len, NULL) == DAT_DTO_SUCCESS);
+	CHK(len == 12);
+	/* solicited, immediate 0x300 */
+	fill(p.buf + 3100, 8, 41);
+	l = seg(&p, 3100, 8);
+	w = word_at(r, 4096 + 64 * (VA_SHAPES + 1));
+	write_imm(p.ep, &l, 41, &w, 0x300, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
+	CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED, 41,
+		     NULL, NULL) == DAT_DTO_SUCCESS);
+	/* refusals: no remote, a flag no post has, -1 segments, no local */
+	CHK_RET(dat_ib_post_rdma_write_immed(p.ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = 50 }, NULL, 1,
+					     DAT_COMPLETION_DEFAULT_FLAG),
+		ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+	CHK(DAT_GET_TYPE(dat_ib_post_rdma_write_immed(p.ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = 51 },
+						      &w, 1, (DAT_COMPLETION_FLAGS)0x4000)) ==
+	    DAT_INVALID_PARAMETER);
+	CHK_RET(dat_ib_post_rdma_write_immed(p.ep, -1, &l, (DAT_DTO_COOKIE){ .as_64 = 52 }, &w, 1,
+					     DAT_COMPLETION_DEFAULT_FLAG),
+		ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+	w = word_at(r, 0);
+	CHK_RET(faa(p.ep, NULL, 53, &w, 1, DAT_COMPLETION_DEFAULT_FLAG),
+		ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+	CHK(DAT_GET_TYPE(faa(p.ep, &l, 54, &w, 1, (DAT_COMPLETION_FLAGS)0x4000)) ==
+	    DAT_INVALID_PARAMETER);
+	no_event(p.req, 50);
+	msg_send(fd, 1);
+	return client_done(&p);
+}
+
+Test(mlx5sim_ext, every_va_list_shape_and_the_device_entry)
+{
+	struct peer p;
+	DAT_EVENT ev;
+	DAT_COUNT len;
+	uint8_t want[12];
+
+	server_start_with(&p, &sim, HEAP, PRIV_ATOMIC, 0, c_va_shapes, NULL);
+	store64(p.buf, 0x1000);
+	store64(p.buf + 8, 0);
+	post_recvs(&p, p.ep, VA_SHAPES + 2, 60000, 64, 64, 100);
+	server_up(&p);
+	send_region(&p, p.fd);
+	for (int shape = 0; shape < VA_SHAPES; shape++) {
+		CHK(ext_wait(p.rcv, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA,
+			     100 + (uint64_t)shape, &len, &ev) == DAT_DTO_SUCCESS);
+		CHK(len == 8);
+		CHK(ext_of(&ev)->val.immed.data == 0x100u + (unsigned)shape);
+		fill(want, 8, (uint8_t)(20 + shape));
+		CHK(memcmp(p.buf + 4096 + 64 * shape, want, 8) == 0);
+	}
+	CHK(ext_wait(p.rcv, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA,
+		     100 + VA_SHAPES, &len, &ev) == DAT_DTO_SUCCESS);
+	CHK(len == 12);
+	CHK(ext_of(&ev)->val.immed.data == 0x200);
+	fill(want, 12, 40);
+	CHK(memcmp(p.buf + 4096 + 64 * VA_SHAPES, want, 12) == 0);
+	CHK(ext_wait(p.rcv, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA,
+		     100 + VA_SHAPES + 1, &len, &ev) == DAT_DTO_SUCCESS);
+	CHK(ext_of(&ev)->val.immed.data == 0x300);
+	msg_recv(p.fd, 20000);
+	CHK(load64(p.buf) == 0x1000 + (1u << VA_SHAPES) - 1);
+	CHK(load64(p.buf + 8) == VA_SHAPES);
+	/* the refused posts consumed no receive */
+	no_event(p.rcv, 50);
 	server_done(&p);
 }
 
