@@ -210,6 +210,9 @@ zd_ep_post_rdma_write_imm(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
 	ret = rdma_checks(ep, n, iov, zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov), remote,
 			  flags);
+	/* The flags are the 7th argument here (the immediate comes before). */
+	if (ret == DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6))
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
 	if (ZD_UNLIKELY(ret != DAT_SUCCESS))
 		return ret;
 	ret = ep->obj.ia->dev->post_rdma_write_imm(ep, n, iov, cookie, remote, imm, flags);

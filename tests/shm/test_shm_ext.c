@@ -644,6 +644,13 @@ Test(shm_ext, extension_posts_refused_at_once)
 	cr_assert_eq(T_TYPE(ret), DAT_INVALID_PARAMETER, "write_imm, no remote: 0x%x", ret);
 	ret = dat_ib_post_rdma_write_immed(ea, -1, &l, t_cookie(1), &r, 1, 0);
 	cr_assert_eq(T_TYPE(ret), DAT_INVALID_PARAMETER, "write_imm, -1 segments: 0x%x", ret);
+	/* Unknown completion flags: the argument each macro passes them as. */
+	ret = dat_ib_post_rdma_write_immed(ea, 1, &l, t_cookie(1), &r, 1, 0x4000);
+	cr_assert_eq(ret, DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7), "imm flags: 0x%x", ret);
+	ret = faa(ea, 1, &l, 1, &r, 0x4000);
+	cr_assert_eq(ret, DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6), "faa flags: 0x%x", ret);
+	ret = cas(ea, 0, 1, &l, 1, &r, 0x4000);
+	cr_assert_eq(ret, DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7), "cas flags: 0x%x", ret);
 	ret = faa(A.pz, 1, &l, 1, &r, 0);
 	cr_assert_eq(T_TYPE(ret), DAT_INVALID_HANDLE, "faa on a PZ: 0x%x", ret);
 	ret = write_imm(A.pz, &l, 1, &r, 1, 0);
