@@ -59,9 +59,11 @@
  * Completion semantics at the initiator: a send completes when all of it
  * was handed to the kernel (as on the shm device, where a send completes
  * when its data is in the target's memory or eager ring: the target need
- * not poll); an RDMA write when the target ACKed it (it was placed, or it
- * failed the target's checks and the completion carries
- * DAT_DTO_ERR_REMOTE_ACCESS); an RDMA read when its response landed.
+ * not poll); an RDMA write, with immediate data or not, when the target
+ * ACKed it (it was placed, or it failed the target's checks and the
+ * completion carries DAT_DTO_ERR_REMOTE_ACCESS); an RDMA read when its
+ * response landed; an atomic (IB extension) when its response brought the
+ * word's earlier value, stored in the local segment first.
  * Completions of an EP are reported in post order, so a send posted after
  * an RDMA write or read completes after it.  A send the target refuses
  * (its receive is too short) has already completed: the target's NAK then
@@ -74,7 +76,14 @@
  * (TCP flow control is the RNR backpressure), and the frames behind it
  * (including ACKs and read responses for the target's own requests) wait.
  * Early sends outlive a flush: a receive posted after the disconnect still
- * gets them (their senders saw them complete), later ones flush.
+ * gets them (their senders saw them complete), later ones flush.  An RDMA
+ * write with immediate data that finds no receive is placed and ACKed and
+ * takes an eager slot (no buffer: it writes no receive), in order with the
+ * early sends; with the slots full it stops the socket as a send does.
+ *
+ * Atomics (IB extensions) run on the target as their frames arrive, with a
+ * CPU atomic on the word (zd_tcp_rx.c says why that is enough), and are
+ * answered in order with the read responses.
  *
  * Disconnect ordering: the CM's DISC travels on its own socket and could
  * overtake data still in flight on the data socket, so qp_flush first waits
@@ -133,6 +142,7 @@
 
 #include "core/zd_compiler.h"
 #include "core/zd_device.h"
+#include "evd/zd_dto_event.h"
 #include "evd/zd_ring.h"
 #include "hw/soft/zd_soft_cq.h"
 #include "hw/tcp/zd_tcp_wire.h"
@@ -206,9 +216,30 @@ struct zd_tcp_wr {
 	uint32_t status;                  /* preset: local check failed */
 	uint64_t total;
 	uint32_t rkey;
-	uint32_t done;                    /* READ: response landed */
+	uint32_t done;                    /* READ, atomics: response landed */
 	uint64_t raddr;
+	uint32_t imm;                     /* RDMA_WRITE_IMMED: the immediate data */
+	uint32_t pad;
+	uint64_t operands[2];             /* atomics: the frame's payload (wire order) */
 	struct zd_tcp_seg seg[ZD_TCP_MAX_SEGS];
+};
+
+/* Is @op an IB extension atomic (its request waits for an ATOMIC_RESP)? */
+static inline bool zd_tcp_op_atomic(DAT_DTOS op)
+{
+	return op == (DAT_DTOS)DAT_IB_DTO_FETCH_ADD || op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
+}
+
+/* What the payload being received completes (qp->rx_kind). */
+enum zd_tcp_rx_kind {
+	ZD_TCP_RX_NONE,
+	ZD_TCP_RX_RECV,           /* a SEND into the receive in rx_recv */
+	ZD_TCP_RX_WRITE,          /* an RDMA_WRITE: ACK it */
+	ZD_TCP_RX_READ_RESP,      /* our read rx_wr: done */
+	ZD_TCP_RX_EAGER,          /* an early SEND into the eager buffer */
+	ZD_TCP_RX_WRITE_IMM,      /* a WRITE_IMM: ACK it, complete rx_recv */
+	ZD_TCP_RX_WRITE_IMM_EARLY,/* a WRITE_IMM before its receive: eager entry, ACK */
+	ZD_TCP_RX_ATOMIC,         /* an atomic's operands into rx_operands: execute */
 };
 
 enum zd_tcp_conn_state {
@@ -289,10 +320,12 @@ struct zd_tcp_qp {
 	uint32_t ack_seq;
 	bool nak_pending;
 	uint32_t nak_seq, nak_status;
-	struct {
+	struct {                          /* READ_RESPs and ATOMIC_RESPs, in order */
 		uint32_t seq;
-		uint32_t len;
+		uint32_t len;             /* READ_RESP: bytes, from addr */
 		uint64_t addr;
+		uint64_t value;           /* ATOMIC_RESP: the word's earlier value */
+		uint8_t op;               /* ZD_TCP_OP_READ_RESP or _ATOMIC_RESP */
 	} resp[ZD_TCP_RESP_DEPTH];
 	uint32_t resp_head, resp_tail;
 
@@ -307,17 +340,21 @@ struct zd_tcp_qp {
 	uint64_t rx_left;
 	uint32_t rx_expect;               /* next request seq from the peer */
 	/* what the payload being read completes */
-	int rx_kind;                      /* 0 none, 1 recv, 2 write, 3 read resp */
+	enum zd_tcp_rx_kind rx_kind;
 	struct zd_tcp_recv rx_recv;       /* the receive being filled (copy) */
 	bool rx_recv_srq;
 	uint64_t rx_wr;                   /* read response: sq position */
+	uint64_t rx_operands[2];          /* an atomic's payload (wire order) */
 
-	/* sends that found no receive posted (holder), matched in order to
-	 * later receives; a larger one stops the reading instead */
+	/* sends (and writes with immediate data) that found no receive
+	 * posted (holder), matched in order to later receives; a larger
+	 * send, or a full queue, stops the reading instead */
 	uint8_t *eager_buf;               /* EAGER_SLOTS x EAGER_SIZE */
 	struct {
 		uint32_t len;
 		uint32_t seq;
+		uint32_t imm;
+		bool write_imm;           /* data placed already: imm, no buffer */
 	} eager[ZD_TCP_EAGER_SLOTS];
 	uint32_t eager_head, eager_tail;
 	_Atomic uint32_t eager_n;         /* waiting there (post_recv reads it) */
@@ -329,8 +366,13 @@ zd_device_cq_destroy_fn zd_tcp_cq_destroy;
 zd_device_cq_poll_fn zd_tcp_cq_poll;
 zd_device_cq_arm_fn zd_tcp_cq_arm;
 int zd_tcp_cq_attach(struct zd_tcp_cq *cq, struct zd_tcp_qp *qp, bool add);
+/* A completion of @op (an IB extension operation becomes its
+ * DAT_IB_DTO_EVENT, zd_dto_event.h); any thread. */
 void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, uint64_t len, DAT_DTOS op);
+/* A receive consumed by an RDMA write with immediate data @imm. */
+void zd_tcp_cq_complete_imm(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
+			    uint64_t len, uint32_t imm);
 int zd_tcp_waker_start(struct zd_tcp_ia *tia);
 void zd_tcp_waker_stop(struct zd_tcp_ia *tia);
 
@@ -381,6 +423,15 @@ static inline void zd_tcp_recv_complete(struct zd_tcp_qp *qp, DAT_DTO_COOKIE coo
 				   DAT_DTO_RECEIVE);
 }
 
+/* A receive consumed by a WRITE_IMM completes (DAT_IB_DTO_RECV_IMMED,
+ * the write's length, @imm) on the recv EVD (if any). */
+static inline void zd_tcp_recv_complete_imm(struct zd_tcp_qp *qp, DAT_DTO_COOKIE cookie,
+					    uint64_t len, uint32_t imm)
+{
+	if (qp->recv_cq)
+		zd_tcp_cq_complete_imm(qp->recv_cq, qp->ep, cookie, len, imm);
+}
+
 /* ---- zd_tcp_rx.c (holder) ---- */
 /* Reads and dispatches frames: all that is staged, and at most
  * ZD_TCP_RX_BATCH more, unless the QP stalls or breaks. */
@@ -408,6 +459,8 @@ zd_device_post_send_fn zd_tcp_post_send;
 zd_device_post_recv_fn zd_tcp_post_recv;
 zd_device_post_rdma_write_fn zd_tcp_post_rdma_write;
 zd_device_post_rdma_read_fn zd_tcp_post_rdma_read;
+zd_device_post_rdma_write_imm_fn zd_tcp_post_rdma_write_imm;
+zd_device_post_atomic_fn zd_tcp_post_atomic;
 zd_device_srq_create_fn zd_tcp_srq_create;
 zd_device_srq_resize_fn zd_tcp_srq_resize;
 zd_device_srq_destroy_fn zd_tcp_srq_destroy;

@@ -66,8 +66,19 @@ int zd_tcp_cq_attach(struct zd_tcp_cq *cq, struct zd_tcp_qp *qp, bool add)
 void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
 			DAT_DTO_COMPLETION_STATUS st, uint64_t len, DAT_DTOS op)
 {
-	zd_soft_cq_complete(&cq->soft, ep, cookie, st,
-			    st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0, op);
+	DAT_SEG_LENGTH n = st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0;
+
+	if (ZD_UNLIKELY(zd_dto_is_ext(op)))
+		zd_evd_cq_post_ext(cq->soft.local, cq->soft.evd, ep, cookie, st, n, op, 0);
+	else
+		zd_soft_cq_complete(&cq->soft, ep, cookie, st, n, op);
+}
+
+void zd_tcp_cq_complete_imm(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
+			    uint64_t len, uint32_t imm)
+{
+	zd_evd_cq_post_ext(cq->soft.local, cq->soft.evd, ep, cookie, DAT_DTO_SUCCESS,
+			   (DAT_SEG_LENGTH)len, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, imm);
 }
 
 int zd_tcp_cq_poll(struct zd_evd *evd, int budget)

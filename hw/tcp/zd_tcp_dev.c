@@ -126,6 +126,8 @@ static const struct zd_device_ops zd_tcp_ops = {
 	.post_recv = zd_tcp_post_recv,
 	.post_rdma_write = zd_tcp_post_rdma_write,
 	.post_rdma_read = zd_tcp_post_rdma_read,
+	.post_rdma_write_imm = zd_tcp_post_rdma_write_imm,
+	.post_atomic = zd_tcp_post_atomic,
 	.srq_post_recv = zd_tcp_srq_post_recv,
 };
 ZD_DEVICE_REGISTER(zd_tcp_ops)

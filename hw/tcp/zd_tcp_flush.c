@@ -94,9 +94,10 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 	}
 	atomic_store(&qp->tx_pending, 0);
 	atomic_store(&qp->rx_stalled, 0);
-	if (qp->rx_kind == 1) {
+	/* A receive taken for a payload that never came whole. */
+	if (qp->rx_kind == ZD_TCP_RX_RECV || qp->rx_kind == ZD_TCP_RX_WRITE_IMM) {
 		zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_ERR_FLUSHED, 0);
-		qp->rx_kind = 0;
+		qp->rx_kind = ZD_TCP_RX_NONE;
 	}
 	qp->rx_in_payload = false;
 	/* Sends that arrived whole before the end fill the receives posted

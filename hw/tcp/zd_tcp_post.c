@@ -5,6 +5,7 @@
  * No locks, no allocation: the queues are preallocated at create time, and
  * the per-segment key check is a lock-free key table lookup.
  */
+#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,12 +45,18 @@ static inline bool local_segs(struct zd_ia *ia, const struct zd_pz *pz, DAT_COUN
 	return true;
 }
 
+/* Appends request @op to the send queue and transmits what the socket
+ * takes.  @imm is the immediate data of an RDMA_WRITE_IMMED, @operand and
+ * @swap the operands of an atomic (ignored by the other ops: each caller
+ * passes a constant @op, so they fold away). */
 static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n,
 				      const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-				      const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+				      const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags,
+				      uint32_t imm, uint64_t operand, uint64_t swap)
 {
 	struct zd_tcp_qp *qp = ep->dev_priv;
 	struct zd_ia *ia = ep->obj.ia;
+	const bool atomic = zd_tcp_op_atomic(op);
 	uint64_t tail, total = 0;
 	struct zd_tcp_wr *wr;
 
@@ -70,11 +77,16 @@ static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n
 	wr->nseg = (uint32_t)n;
 	wr->status = DAT_DTO_SUCCESS;
 	wr->done = 0;
+	/* An atomic's old value is written into its local segment, as a
+	 * read's data is. */
 	if (!local_segs(ia, ep->pz, n, iov,
-			op == DAT_DTO_RDMA_READ ? DAT_MEM_PRIV_LOCAL_WRITE_FLAG : ZD_TCP_LOCAL_READ,
+			op == DAT_DTO_RDMA_READ || atomic ? DAT_MEM_PRIV_LOCAL_WRITE_FLAG
+							  : ZD_TCP_LOCAL_READ,
 			wr->seg, &total)) {
 		wr->status = DAT_DTO_ERR_LOCAL_PROTECTION;
 		total = 0;
+	} else if (atomic) {
+		total = ZD_TCP_ATOMIC_WORD;  /* core checked both sides hold 8 bytes */
 	} else if (op == DAT_DTO_SEND ? total > ia->limits.max_message_size
 		   : (total > remote->segment_length || total > ia->limits.max_rdma_size)) {
 		wr->status = DAT_DTO_ERR_LOCAL_LENGTH;
@@ -85,6 +97,12 @@ static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n
 		wr->rkey = remote->rmr_context;
 		wr->raddr = remote->virtual_address;
 	}
+	if (op == (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED) {
+		wr->imm = imm;
+	} else if (atomic) {
+		wr->operands[0] = htole64(operand);
+		wr->operands[1] = htole64(swap);
+	}
 	/* release: pairs with the holder's acquire load of sq_tail. */
 	atomic_store_explicit(&qp->sq_tail, tail + 1, memory_order_release);
 	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
@@ -94,21 +112,38 @@ static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n
 DAT_RETURN zd_tcp_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, flags);
+	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, flags, 0, 0, 0);
 }
 
 DAT_RETURN zd_tcp_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				  DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				  DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags);
+	return post_request(ep, DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags, 0, 0, 0);
 }
 
 DAT_RETURN zd_tcp_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				 DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags);
+	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags, 0, 0, 0);
+}
+
+DAT_RETURN zd_tcp_post_rdma_write_imm(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				      uint32_t imm, DAT_COMPLETION_FLAGS flags)
+{
+	return post_request(ep, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, n, iov, cookie, remote,
+			    flags, imm, 0, 0);
+}
+
+/* Core checked one local segment of 8 bytes or more and 8 remote bytes
+ * at an aligned address; @op is DAT_IB_DTO_FETCH_ADD or _CMP_SWAP. */
+DAT_RETURN zd_tcp_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPLET *local,
+			      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			      uint64_t operand, uint64_t swap, DAT_COMPLETION_FLAGS flags)
+{
+	return post_request(ep, op, 1, local, cookie, remote, flags, 0, operand, swap);
 }
 
 DAT_RETURN zd_tcp_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

@@ -3,9 +3,11 @@
  * buffer, each frame's header is checked and dispatched (rx_dispatch), and
  * its payload is placed where it belongs: a send into the next posted
  * receive (or SRQ buffer, or the eager buffer until one is posted), an
- * RDMA write into registered memory after the key check, a read response
- * into the reader's segments; an RDMA read request is queued for
- * zd_tcp_tx.c to answer.  A large payload is read straight into place.
+ * RDMA write into registered memory after the key check (with immediate
+ * data: then the next receive completes with it), a read response into
+ * the reader's segments; an RDMA read request is queued for zd_tcp_tx.c
+ * to answer, an atomic executed and its answer queued likewise.  A large
+ * payload is read straight into place.
  */
 #include <endian.h>
 #include <errno.h>
@@ -75,7 +77,8 @@ static bool take_recv(struct zd_tcp_qp *qp, struct zd_tcp_recv *out)
 	return true;
 }
 
-/* Early sends into the receives posted since, in order. */
+/* Early sends (and writes with immediate data) into the receives posted
+ * since, in order. */
 void zd_tcp_eager_match(struct zd_tcp_qp *qp)
 {
 	while (qp->eager_head != qp->eager_tail) {
@@ -86,29 +89,59 @@ void zd_tcp_eager_match(struct zd_tcp_qp *qp)
 		if (!take_recv(qp, &r))
 			break;
 		qp->eager_head++;
-		if (len > r.total) {
+		if (qp->eager[i].write_imm) {
+			/* Its data is in place already; the receive's buffer
+			 * is not written, whatever its size. */
+			zd_tcp_recv_complete_imm(qp, r.cookie, len, qp->eager[i].imm);
+		} else if (len > r.total) {
 			zd_tcp_recv_complete(qp, r.cookie, DAT_DTO_ERR_LOCAL_LENGTH, 0);
 			ZD_TCP_QP_WHY(qp, "early send longer than its receive");
 			zd_tcp_qp_break(qp);
 			return;
-		}
-		for (uint32_t k = 0; k < r.nseg && off < len; k++) {
-			uint32_t n = (uint32_t)ZD_MIN(r.seg[k].len, (uint64_t)(len - off));
+		} else {
+			for (uint32_t k = 0; k < r.nseg && off < len; k++) {
+				uint32_t n = (uint32_t)ZD_MIN(r.seg[k].len, (uint64_t)(len - off));
 
-			memcpy((void *)(uintptr_t)r.seg[k].addr, src + off, n);
-			off += n;
+				memcpy((void *)(uintptr_t)r.seg[k].addr, src + off, n);
+				off += n;
+			}
+			zd_tcp_recv_complete(qp, r.cookie, DAT_DTO_SUCCESS, len);
 		}
-		zd_tcp_recv_complete(qp, r.cookie, DAT_DTO_SUCCESS, len);
 		if (qp->srq)
 			zd_tcp_srq_check_lw(qp->srq);
 	}
 	atomic_store_explicit(&qp->eager_n, qp->eager_tail - qp->eager_head, memory_order_relaxed);
 }
 
+/* The atomic of the frame in rx_hdr on @word (8-byte aligned, checked),
+ * with the operands in rx_operands; returns the word's earlier value.
+ * A CPU atomic is all the atomicity a tcp target needs: no other process
+ * maps its memory, so every atomic aimed at this word, from any connection
+ * or host, is executed right here by this process's CPU -- by whichever
+ * thread holds that QP (the IA's thread, or a consumer polling another
+ * EVD), several QPs at once -- and one locked read-modify-write makes any
+ * two of them, and the consumer's own atomics on the word, atomic with
+ * each other.  Per connection they run in arrival order (frames are
+ * handled in order). */
+static uint64_t atomic_execute(struct zd_tcp_qp *qp, uint64_t *word)
+{
+	uint64_t operand = le64toh(qp->rx_operands[0]);
+
+	if (qp->rx_hdr.op == ZD_TCP_OP_FETCH_ADD)
+		return __atomic_fetch_add(word, operand, __ATOMIC_SEQ_CST);
+	/* CMP_SWAP: on a mismatch `operand` becomes the word's value; on a
+	 * match it was the word's value. */
+	__atomic_compare_exchange_n(word, &operand, le64toh(qp->rx_operands[1]), false,
+				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	return operand;
+}
+
 static void rx_finish(struct zd_tcp_qp *qp)
 {
 	switch (qp->rx_kind) {
-	case 1:
+	case ZD_TCP_RX_NONE:
+		break;
+	case ZD_TCP_RX_RECV:
 		/* No ACK for a send (its sender completed it already): one
 		 * frame and one system call less per message each way. */
 		zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_SUCCESS,
@@ -116,20 +149,48 @@ static void rx_finish(struct zd_tcp_qp *qp)
 		if (qp->srq)
 			zd_tcp_srq_check_lw(qp->srq);
 		break;
-	case 2:
+	case ZD_TCP_RX_WRITE:
 		qp->ack_pending = true;
 		qp->ack_seq = le32toh(qp->rx_hdr.seq);
 		break;
-	case 3:
+	case ZD_TCP_RX_READ_RESP:
 		qp->sq[qp->rx_wr & (qp->sq_depth - 1)].done = 1;
 		break;
-	case 4:
+	case ZD_TCP_RX_EAGER:
 		qp->eager_tail++;
 		atomic_store_explicit(&qp->eager_n, qp->eager_tail - qp->eager_head,
 				      memory_order_relaxed);
 		break;
+	case ZD_TCP_RX_WRITE_IMM:
+		/* The data is placed (its tail last): now its receive. */
+		qp->ack_pending = true;
+		qp->ack_seq = le32toh(qp->rx_hdr.seq);
+		zd_tcp_recv_complete_imm(qp, qp->rx_recv.cookie, le32toh(qp->rx_hdr.len),
+					 le32toh(qp->rx_hdr.imm));
+		if (qp->srq)
+			zd_tcp_srq_check_lw(qp->srq);
+		break;
+	case ZD_TCP_RX_WRITE_IMM_EARLY:
+		/* Placed; its receive completes when one is posted (the
+		 * initiator's write completes now, as an early send's did). */
+		qp->ack_pending = true;
+		qp->ack_seq = le32toh(qp->rx_hdr.seq);
+		qp->eager_tail++;
+		atomic_store_explicit(&qp->eager_n, qp->eager_tail - qp->eager_head,
+				      memory_order_relaxed);
+		break;
+	case ZD_TCP_RX_ATOMIC: {
+		/* rx_dispatch made room for the answer and checked the word. */
+		uint32_t i = qp->resp_tail++ % ZD_TCP_RESP_DEPTH;
+
+		qp->resp[i].op = ZD_TCP_OP_ATOMIC_RESP;
+		qp->resp[i].seq = le32toh(qp->rx_hdr.seq);
+		qp->resp[i].value =
+			atomic_execute(qp, (uint64_t *)(uintptr_t)le64toh(qp->rx_hdr.raddr));
+		break;
 	}
-	qp->rx_kind = 0;
+	}
+	qp->rx_kind = ZD_TCP_RX_NONE;
 	qp->rx_hgot = 0;
 }
 
@@ -178,18 +239,19 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 				return RX_STALL;
 			qp->eager[i].len = len;
 			qp->eager[i].seq = seq;
+			qp->eager[i].write_imm = false;
 			es.addr = (uint64_t)(uintptr_t)(qp->eager_buf + (size_t)i * ZD_TCP_EAGER_SIZE);
 			es.len = len;
 			qp->rx_expect++;
-			qp->rx_kind = 4;
+			qp->rx_kind = ZD_TCP_RX_EAGER;
 			rx_segs(qp, &es, 1, len);
 			return RX_OK;
 		}
 		qp->rx_expect++;
-		qp->rx_kind = 1;
+		qp->rx_kind = ZD_TCP_RX_RECV;
 		if (len > qp->rx_recv.total) {
 			zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_ERR_LOCAL_LENGTH, 0);
-			qp->rx_kind = 0;
+			qp->rx_kind = ZD_TCP_RX_NONE;
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_RESPONDER);
 			return RX_BROKEN;
 		}
@@ -202,9 +264,59 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}
-		qp->rx_kind = 2;
+		qp->rx_kind = ZD_TCP_RX_WRITE;
 		{
 			struct zd_tcp_seg s = { .addr = raddr, .len = len };
+
+			rx_segs(qp, &s, 1, len);
+		}
+		return RX_OK;
+	case ZD_TCP_OP_WRITE_IMM:
+		/* An RDMA_WRITE's checks; then, before any byte is placed, the
+		 * receive it consumes: the next posted one, or an eager slot
+		 * behind the early sends (none free: stall, as a send). */
+		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len ? len : 1, NULL)) {
+			qp->rx_expect++;
+			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
+			return RX_BROKEN;
+		}
+		if (qp->eager_head != qp->eager_tail || !take_recv(qp, &qp->rx_recv)) {
+			uint32_t i = qp->eager_tail % ZD_TCP_EAGER_SLOTS;
+
+			if (qp->eager_tail - qp->eager_head >= ZD_TCP_EAGER_SLOTS)
+				return RX_STALL;
+			qp->eager[i].len = len;
+			qp->eager[i].seq = seq;
+			qp->eager[i].imm = le32toh(h->imm);
+			qp->eager[i].write_imm = true;
+			qp->rx_kind = ZD_TCP_RX_WRITE_IMM_EARLY;
+		} else {
+			qp->rx_kind = ZD_TCP_RX_WRITE_IMM;
+		}
+		qp->rx_expect++;
+		{
+			struct zd_tcp_seg s = { .addr = raddr, .len = len };
+
+			rx_segs(qp, &s, 1, len);
+		}
+		return RX_OK;
+	case ZD_TCP_OP_FETCH_ADD:
+	case ZD_TCP_OP_CMP_SWAP:
+		if (qp->resp_tail - qp->resp_head >= ZD_TCP_RESP_DEPTH)
+			return RX_STALL;  /* answers pile up: stop reading */
+		qp->rx_expect++;
+		/* zd_tcp_frame_check: aligned, and the operands' length */
+		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					DAT_IB_MEM_PRIV_REMOTE_ATOMIC, raddr, ZD_TCP_ATOMIC_WORD,
+					NULL)) {
+			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
+			return RX_BROKEN;
+		}
+		qp->rx_kind = ZD_TCP_RX_ATOMIC;
+		{
+			struct zd_tcp_seg s = { .addr = (uint64_t)(uintptr_t)qp->rx_operands,
+						.len = len };
 
 			rx_segs(qp, &s, 1, len);
 		}
@@ -221,6 +333,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		{
 			uint32_t i = qp->resp_tail++ % ZD_TCP_RESP_DEPTH;
 
+			qp->resp[i].op = ZD_TCP_OP_READ_RESP;
 			qp->resp[i].seq = seq;
 			qp->resp[i].len = rlen;
 			qp->resp[i].addr = raddr;
@@ -233,9 +346,26 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		wr = &qp->sq[pos & (qp->sq_depth - 1)];
 		if (wr->op != DAT_DTO_RDMA_READ || wr->done || len != wr->total)
 			goto bad;
-		qp->rx_kind = 3;
+		qp->rx_kind = ZD_TCP_RX_READ_RESP;
 		qp->rx_wr = pos;
 		rx_segs(qp, wr->seg, wr->nseg, len);
+		return RX_OK;
+	case ZD_TCP_OP_ATOMIC_RESP:
+		if (!sq_pos(qp, seq, &pos))
+			goto bad;
+		wr = &qp->sq[pos & (qp->sq_depth - 1)];
+		if (!zd_tcp_op_atomic(wr->op) || wr->done)
+			goto bad;
+		{
+			/* The old value, host order, into the local segment
+			 * (checked with LOCAL_WRITE at post time; no alignment
+			 * asked of it). */
+			uint64_t old = le64toh(h->value);
+
+			memcpy((void *)(uintptr_t)wr->seg[0].addr, &old, sizeof(old));
+		}
+		wr->done = 1;
+		qp->rx_hgot = 0;
 		return RX_OK;
 	case ZD_TCP_OP_ACK:
 		/* Any request sent on this connection (sends may have
@@ -368,7 +498,7 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 			if (r != RX_OK)
 				return;
 			if (!qp->rx_in_payload) {
-				if (qp->rx_kind)
+				if (qp->rx_kind != ZD_TCP_RX_NONE)
 					rx_finish(qp);
 				qp->rx_hgot = 0;
 				frames++;

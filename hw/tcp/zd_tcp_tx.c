@@ -1,10 +1,11 @@
 /*
  * The send side of a tcp QP (holder only): the next frame is built (HELLO,
- * ACK, read response, or the next request of the send queue) and written
- * with one sendmsg (header and segments in one iovec), the rest on the
- * next progress; a refused request is NAKed; requests complete in post
- * order once done (a send when the kernel has it, an RDMA write when
- * ACKed, an RDMA read when its response landed).
+ * ACK, read or atomic response, or the next request of the send queue) and
+ * written with one sendmsg (header and segments in one iovec), the rest on
+ * the next progress; a refused request is NAKed; requests complete in post
+ * order once done (a send when the kernel has it, an RDMA write, with
+ * immediate data or not, when ACKed, an RDMA read or an atomic when its
+ * response landed).
  */
 #include <endian.h>
 #include <errno.h>
@@ -21,6 +22,14 @@ static void hdr_init(struct zd_tcp_hdr *h, unsigned op, uint32_t seq)
 	h->version = ZD_TCP_WIRE_VERSION;
 	h->op = (uint8_t)op;
 	h->seq = htole32(seq);
+}
+
+static void tx_bytes(struct zd_tcp_qp *qp, const void *p, uint64_t len)
+{
+	qp->tx_iov[qp->tx_niov].iov_base = (void *)(uintptr_t)p;
+	qp->tx_iov[qp->tx_niov].iov_len = len;
+	qp->tx_niov++;
+	qp->tx_left += len;
 }
 
 static void tx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t nseg)
@@ -62,11 +71,16 @@ static bool tx_next(struct zd_tcp_qp *qp)
 	}
 	if (qp->resp_head != qp->resp_tail) {
 		uint32_t i = qp->resp_head % ZD_TCP_RESP_DEPTH;
-		struct zd_tcp_seg s = { .addr = qp->resp[i].addr, .len = qp->resp[i].len };
 
-		hdr_init(h, ZD_TCP_OP_READ_RESP, qp->resp[i].seq);
-		h->len = htole32(qp->resp[i].len);
-		tx_segs(qp, &s, 1);
+		hdr_init(h, qp->resp[i].op, qp->resp[i].seq);
+		if (qp->resp[i].op == ZD_TCP_OP_ATOMIC_RESP) {
+			h->value = htole64(qp->resp[i].value);
+		} else {
+			struct zd_tcp_seg s = { .addr = qp->resp[i].addr, .len = qp->resp[i].len };
+
+			h->len = htole32(qp->resp[i].len);
+			tx_segs(qp, &s, 1);
+		}
 		qp->resp_head++;
 		return true;
 	}
@@ -76,7 +90,7 @@ static bool tx_next(struct zd_tcp_qp *qp)
 
 		if (wr->status != DAT_DTO_SUCCESS)
 			return false;  /* zd_tcp_sq_complete breaks the QP when its turn comes */
-		switch (wr->op) {
+		switch ((int)wr->op) {
 		case DAT_DTO_SEND:
 			hdr_init(h, ZD_TCP_OP_SEND, (uint32_t)(qp->sq_tx - qp->sq_base));
 			h->len = htole32((uint32_t)wr->total);
@@ -85,13 +99,32 @@ static bool tx_next(struct zd_tcp_qp *qp)
 			tx_segs(qp, wr->seg, wr->nseg);
 			break;
 		case DAT_DTO_RDMA_WRITE:
-			hdr_init(h, ZD_TCP_OP_RDMA_WRITE, (uint32_t)(qp->sq_tx - qp->sq_base));
+		case DAT_IB_DTO_RDMA_WRITE_IMMED:
+			if (wr->op == DAT_DTO_RDMA_WRITE) {
+				hdr_init(h, ZD_TCP_OP_RDMA_WRITE, (uint32_t)(qp->sq_tx - qp->sq_base));
+			} else {
+				hdr_init(h, ZD_TCP_OP_WRITE_IMM, (uint32_t)(qp->sq_tx - qp->sq_base));
+				h->imm = htole32(wr->imm);
+			}
 			h->len = htole32((uint32_t)wr->total);
 			h->rkey = htole32(wr->rkey);
 			h->raddr = htole64(wr->raddr);
 			tx_segs(qp, wr->seg, wr->nseg);
 			break;
-		default:
+		case DAT_IB_DTO_FETCH_ADD:
+		case DAT_IB_DTO_CMP_SWAP: {
+			bool faa = wr->op == (DAT_DTOS)DAT_IB_DTO_FETCH_ADD;
+			uint32_t len = faa ? ZD_TCP_FETCH_ADD_LEN : ZD_TCP_CMP_SWAP_LEN;
+
+			hdr_init(h, faa ? ZD_TCP_OP_FETCH_ADD : ZD_TCP_OP_CMP_SWAP,
+				 (uint32_t)(qp->sq_tx - qp->sq_base));
+			h->len = htole32(len);
+			h->rkey = htole32(wr->rkey);
+			h->raddr = htole64(wr->raddr);
+			tx_bytes(qp, wr->operands, len);
+			break;
+		}
+		default:  /* DAT_DTO_RDMA_READ */
 			hdr_init(h, ZD_TCP_OP_READ_REQ, (uint32_t)(qp->sq_tx - qp->sq_base));
 			h->rkey = htole32(wr->rkey);
 			h->raddr = htole64(wr->raddr);
@@ -226,9 +259,13 @@ void zd_tcp_sq_complete(struct zd_tcp_qp *qp)
 		const struct zd_tcp_wr *wr = &qp->sq[head & (qp->sq_depth - 1)];
 
 		/* A send is complete once the kernel has it all, an RDMA
-		 * write once the target ACKed it, a read once it landed. */
-		if (wr->op == DAT_DTO_RDMA_READ ? !wr->done
-		    : (wr->op == DAT_DTO_RDMA_WRITE && head >= qp->sq_acked))
+		 * write (with immediate data or not) once the target ACKed
+		 * it, a read or an atomic once its response landed. */
+		if (wr->op == DAT_DTO_RDMA_READ || zd_tcp_op_atomic(wr->op)
+			    ? !wr->done
+			    : ((wr->op == DAT_DTO_RDMA_WRITE ||
+				wr->op == (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED) &&
+			       head >= qp->sq_acked))
 			break;
 		zd_tcp_req_complete(qp, head, DAT_DTO_SUCCESS);
 		head++;

@@ -33,8 +33,19 @@ enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
 	switch (h->op) {
 	case ZD_TCP_OP_SEND:
 	case ZD_TCP_OP_RDMA_WRITE:
+	case ZD_TCP_OP_WRITE_IMM:
 		if (le32toh(h->seq) != lim->expect_seq)
 			return ZD_TCP_FRAME_BAD_SEQ;
+		return ZD_TCP_FRAME_OK;
+	case ZD_TCP_OP_FETCH_ADD:
+	case ZD_TCP_OP_CMP_SWAP:
+		if (le32toh(h->seq) != lim->expect_seq)
+			return ZD_TCP_FRAME_BAD_SEQ;
+		if (len != (h->op == ZD_TCP_OP_FETCH_ADD ? ZD_TCP_FETCH_ADD_LEN : ZD_TCP_CMP_SWAP_LEN))
+			return ZD_TCP_FRAME_BAD_LEN;
+		/* A word straddling two could not be one CPU atomic. */
+		if (le64toh(h->raddr) % ZD_TCP_ATOMIC_WORD)
+			return ZD_TCP_FRAME_BAD_ALIGN;
 		return ZD_TCP_FRAME_OK;
 	case ZD_TCP_OP_READ_REQ:
 		if (le32toh(h->seq) != lim->expect_seq)
@@ -49,6 +60,7 @@ enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
 		return ZD_TCP_FRAME_OK;
 	case ZD_TCP_OP_ACK:
 	case ZD_TCP_OP_NAK:
+	case ZD_TCP_OP_ATOMIC_RESP:
 		return len ? ZD_TCP_FRAME_BAD_LEN : ZD_TCP_FRAME_OK;
 	default:
 		return ZD_TCP_FRAME_BAD_OP;  /* a second HELLO */
@@ -63,11 +75,12 @@ const char *zd_tcp_frame_verdict_str(enum zd_tcp_frame_verdict v)
 		[ZD_TCP_FRAME_BAD_VERSION] = "other protocol version",
 		[ZD_TCP_FRAME_BAD_OP] = "bad op",
 		[ZD_TCP_FRAME_TOO_LONG] = "payload too long",
-		[ZD_TCP_FRAME_BAD_LEN] = "payload on an op without",
+		[ZD_TCP_FRAME_BAD_LEN] = "payload length wrong for the op",
 		[ZD_TCP_FRAME_BAD_RLEN] = "read too long",
 		[ZD_TCP_FRAME_BAD_SEQ] = "request out of order",
 		[ZD_TCP_FRAME_NO_HELLO] = "first frame not a HELLO",
 		[ZD_TCP_FRAME_BAD_TOKEN] = "HELLO with a wrong token",
+		[ZD_TCP_FRAME_BAD_ALIGN] = "atomic on a misaligned word",
 	};
 
 	return (unsigned)v < ZD_TCP_FRAME_VERDICT_END ? s[v] : "?";

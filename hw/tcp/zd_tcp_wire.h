@@ -1,5 +1,6 @@
 /*
- * Wire protocol of the zdapl-tcp data path, version 1.
+ * Wire protocol of the zdapl-tcp data path, version 2 (version 1 had no
+ * IB extension frames: WRITE_IMM, FETCH_ADD, CMP_SWAP, ATOMIC_RESP).
  *
  * One TCP connection per connected QP (TCP_NODELAY, non-blocking on both
  * ends), separate from the connection manager's socket.  Every multi-byte
@@ -17,12 +18,12 @@
  *    with another magic or version, or a HELLO with a wrong token, is a
  *    foreign peer: the acceptor drops that socket and keeps listening, the
  *    connector breaks the QP.  A blob of another version is refused by
- *    qp_connect.
+ *    qp_connect (so two builds that disagree on the frames never connect).
  *
  * Frames: a fixed 40-byte header, then `len` payload bytes (only SEND,
- * RDMA_WRITE and RDMA_READ_RESP have payload).
+ * RDMA_WRITE, WRITE_IMM, READ_RESP and the two atomics have payload).
  *
- *  op          seq                 rkey/raddr      rlen         payload
+ *  op          seq                 rkey/raddr      rlen/imm     payload
  *  HELLO       0                   0               0            none; token = peer's token
  *  SEND        request seq         -               -            message (flags: SOLICITED)
  *  RDMA_WRITE  request seq         target range    -            data
@@ -30,22 +31,43 @@
  *  READ_RESP   seq of the READ_REQ -               -            rlen bytes of data
  *  ACK         last request seq done (cumulative)  -            none
  *  NAK         request seq failed  -               status       none (then the sender closes)
+ *  WRITE_IMM   request seq         target range    imm          data (RDMA_WRITE + immediate)
+ *  FETCH_ADD   request seq         target word     -            8: addend
+ *  CMP_SWAP    request seq         target word     -            16: compare, swap
+ *  ATOMIC_RESP seq of the atomic   -               -            none; value = the word before
+ *
+ * The IB extensions.  WRITE_IMM is an RDMA_WRITE whose target, once the
+ * data is placed, consumes its next posted receive (RQ or SRQ) and
+ * completes it with the immediate data (the receive's buffer is not
+ * written); with no receive posted it waits as an early SEND does (in
+ * the eager queue, behind the sends already there, taking a slot but no
+ * buffer; with the queue full the socket is not read).  It is ACKed as a
+ * write once placed.  FETCH_ADD and CMP_SWAP name an 8-byte aligned word;
+ * the target executes them as they arrive (with a CPU atomic: the word may
+ * be the target of other connections too) and answers ATOMIC_RESP, in
+ * order with the READ_RESPs.  Immediate data, operands and values travel
+ * little-endian and reach the consumers in host order, unchanged.
  *
  * Request seqs are consecutive from 0 per connection (the initiator's send
  * queue position, mod 2^32); the target executes requests in order and
- * checks the seq.  The target ACKs (cumulatively) every RDMA_WRITE it
- * placed (an ACK also covers the SENDs before it; a SEND alone is never
- * ACKed: nothing waits for it); an RDMA_WRITE completes at the initiator when an
- * ACK covers it, an RDMA_READ when its READ_RESP landed, a SEND once it was
+ * checks the seq.  The target ACKs (cumulatively) every RDMA_WRITE and
+ * WRITE_IMM it placed (an ACK also covers the SENDs before it; a SEND
+ * alone is never ACKed: nothing waits for it); an RDMA_WRITE or WRITE_IMM
+ * completes at the initiator when an ACK covers it, an RDMA_READ when its
+ * READ_RESP landed, an atomic when its ATOMIC_RESP did, a SEND once it was
  * handed to the kernel; completions are reported in post order.
  *
  * Validation by the receiver, before any byte of payload is placed:
  * magic, version, known op, len <= ZD_TCP_MAX_PAYLOAD and len == 0 for
- * ops without payload; request seq == the next expected; for RDMA the
- * rkey names a live LMR of the target IA, in the PZ of the target EP, with
- * REMOTE_WRITE (write) / REMOTE_READ (read) and [raddr, raddr + len) inside
- * it; a SEND fits the receive it lands in; a READ_RESP or ACK names a
- * request the initiator sent and still waits for, READ_RESP len == rlen.
+ * ops without payload, len == 8 (FETCH_ADD) or 16 (CMP_SWAP) for the
+ * atomics; request seq == the next expected; an atomic's raddr is 8-byte
+ * aligned; for RDMA the rkey names a live LMR of the target IA, in the PZ
+ * of the target EP, with REMOTE_WRITE (write, write with immediate) /
+ * REMOTE_READ (read) / DAT_IB_MEM_PRIV_REMOTE_ATOMIC (atomics) and
+ * [raddr, raddr + len) inside it (the 8 bytes of the word for an atomic);
+ * a SEND fits the receive it lands in; a READ_RESP, ATOMIC_RESP or ACK
+ * names a request the initiator sent and still waits for (an ATOMIC_RESP
+ * an atomic), READ_RESP len == rlen.
  * A request failing a check is answered NAK (status: the
  * DAT_DTO_COMPLETION_STATUS the initiator reports) and the target QP breaks;
  * any other bad frame breaks the QP without a NAK.  Breaking: the QP goes
@@ -61,7 +83,7 @@
 #include "core/zd_range.h"   /* zd_range_in, for the receiver's checks */
 
 #define ZD_TCP_WIRE_MAGIC    0x5044545au  /* "ZTDP" little-endian */
-#define ZD_TCP_WIRE_VERSION  1
+#define ZD_TCP_WIRE_VERSION  2
 #define ZD_TCP_BLOB_MAGIC    0x424f4c42u  /* "BLOB" */
 
 /* Largest payload of one frame: the device's message and RDMA limit. */
@@ -75,8 +97,17 @@ enum zd_tcp_op {
 	ZD_TCP_OP_READ_RESP = 5,
 	ZD_TCP_OP_ACK = 6,
 	ZD_TCP_OP_NAK = 7,
-	ZD_TCP_OP_MAX = ZD_TCP_OP_NAK,
+	ZD_TCP_OP_WRITE_IMM = 8,
+	ZD_TCP_OP_FETCH_ADD = 9,
+	ZD_TCP_OP_CMP_SWAP = 10,
+	ZD_TCP_OP_ATOMIC_RESP = 11,
+	ZD_TCP_OP_MAX = ZD_TCP_OP_ATOMIC_RESP,
 };
+
+/* The word an atomic works on, and the operands each atomic carries. */
+#define ZD_TCP_ATOMIC_WORD      8u
+#define ZD_TCP_FETCH_ADD_LEN    8u    /* addend */
+#define ZD_TCP_CMP_SWAP_LEN     16u   /* compare, then swap */
 
 #define ZD_TCP_FLAG_SOLICITED 0x1
 
@@ -88,9 +119,15 @@ struct zd_tcp_hdr {
 	uint32_t seq;
 	uint32_t len;        /* payload bytes after the header */
 	uint32_t rkey;
-	uint32_t rlen;       /* READ_REQ: bytes asked; NAK: status */
+	union {
+		uint32_t rlen;   /* READ_REQ: bytes asked; NAK: status */
+		uint32_t imm;    /* WRITE_IMM: the immediate data */
+	};
 	uint64_t raddr;
-	uint64_t token;      /* HELLO only */
+	union {
+		uint64_t token;  /* HELLO: the receiver's token */
+		uint64_t value;  /* ATOMIC_RESP: the word's value before the atomic */
+	};
 } __attribute__((packed));
 _Static_assert(sizeof(struct zd_tcp_hdr) == 40, "wire header is 40 bytes");
 
@@ -124,20 +161,23 @@ enum zd_tcp_frame_verdict {
 	ZD_TCP_FRAME_BAD_VERSION,
 	ZD_TCP_FRAME_BAD_OP,     /* unknown op, or a HELLO after the HELLO */
 	ZD_TCP_FRAME_TOO_LONG,   /* len > max_payload */
-	ZD_TCP_FRAME_BAD_LEN,    /* payload on an op that carries none */
+	ZD_TCP_FRAME_BAD_LEN,    /* payload on an op that carries none, or an
+				  * atomic's operands of the wrong length */
 	ZD_TCP_FRAME_BAD_RLEN,   /* READ_REQ asks for more than max_payload */
 	ZD_TCP_FRAME_BAD_SEQ,    /* request out of order */
 	ZD_TCP_FRAME_NO_HELLO,   /* first frame is not a HELLO */
 	ZD_TCP_FRAME_BAD_TOKEN,  /* HELLO from a process that never saw our blob */
+	ZD_TCP_FRAME_BAD_ALIGN,  /* an atomic on a word that is not 8-byte aligned */
 	ZD_TCP_FRAME_VERDICT_END
 };
 
 /* Checks header @h (wire order, as received) against @lim: everything
- * that does not depend on the QP's queues.  Payload-free ops have len 0;
- * SEND, RDMA_WRITE and READ_REQ carry the next expected seq.  What it does
- * not check: rkey and range (zd_keys_lmr_covers against the live LMR), the
- * room of the receive, and that a READ_RESP/ACK/NAK names a request
- * (zd_tcp_seq_find). */
+ * that does not depend on the QP's queues.  Payload-free ops have len 0,
+ * atomics exactly their operands and an aligned word; the requests (SEND,
+ * RDMA_WRITE, WRITE_IMM, READ_REQ, FETCH_ADD, CMP_SWAP) carry the next
+ * expected seq.  What it does not check: rkey and range
+ * (zd_keys_lmr_covers against the live LMR), the room of the receive, and
+ * that a READ_RESP/ATOMIC_RESP/ACK/NAK names a request (zd_tcp_seq_find). */
 enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
 					     const struct zd_tcp_wire_limits *lim);
 const char *zd_tcp_frame_verdict_str(enum zd_tcp_frame_verdict v);
