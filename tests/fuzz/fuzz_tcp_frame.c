@@ -2,7 +2,8 @@
  * libFuzzer harness: the receive side of a zdapl-tcp data connection.
  *
  * The input is a receiver's state (struct cfg: the requests this side has
- * sent, the receives it posted, the rights of one registered region)
+ * sent, the receives it posted, the rights of one registered region,
+ * REMOTE_ATOMIC among them)
  * followed by the byte stream the peer sends.  The stream is cut into
  * frames as rx_progress() does and each header goes through the checks
  * rx_dispatch() makes, with the device's own functions
@@ -10,8 +11,10 @@
  * queues and the key table do is modelled here.  Payload is then placed
  * where an accepted frame says, into buffers allocated to their exact size,
  * so AddressSanitizer reports any byte an accepted frame could put (or
- * read) outside a registered, permitted region or a posted buffer; the
- * asserts say the same for every field that chose a target.
+ * read) outside a registered, permitted region or a posted buffer; an
+ * accepted atomic runs a real CPU atomic on the region's word (an
+ * unaligned or outside word is a sanitizer report too); the asserts say
+ * the same for every field that chose a target.
  *
  * Built by tools/run_fuzz.sh with clang -fsanitize=fuzzer, and as a corpus
  * replay for meson test (replay_main.c).
@@ -36,6 +39,7 @@
 #define CFG_HELLO  0x1  /* the peer's HELLO already came */
 #define CFG_RW     0x2  /* region has REMOTE_WRITE */
 #define CFG_RR     0x4  /* region has REMOTE_READ */
+#define CFG_RA     0x8  /* region has DAT_IB_MEM_PRIV_REMOTE_ATOMIC */
 
 /* Receiver state, from the first bytes of the input. */
 struct cfg {
@@ -43,7 +47,7 @@ struct cfg {
 	uint8_t nreq;             /* requests sent by this side, mod MAX_REQ + 1 */
 	uint8_t ndone;            /* ... of which the first ndone completed */
 	uint8_t nrecv;            /* receives posted, mod MAX_RECV + 1 */
-	uint16_t reqops;          /* 2 bits a request: send, write, read, read */
+	uint16_t reqops;          /* 2 bits a request: send, write, read, fetch-and-add */
 	uint16_t recvlen;         /* 4 bits a receive: 16 * n bytes */
 	uint32_t base;            /* sq position of seq 0, in pages */
 	uint32_t off;             /* requests sent before the first of ours */
@@ -52,10 +56,10 @@ struct cfg {
 } __attribute__((packed));
 
 struct req {
-	int op;                   /* DAT_DTO_* */
+	int op;                   /* DAT_DTO_*, or DAT_IB_DTO_FETCH_ADD */
 	uint32_t total;
 	int done;
-	uint8_t *sink;            /* a read's local buffer, exactly total bytes */
+	uint8_t *sink;            /* a read's or an atomic's local buffer, exactly total bytes */
 };
 
 struct rx {
@@ -67,6 +71,7 @@ struct rx {
 	uint32_t nrecv, recv_head;
 	uint32_t eager_n, resp_n;
 	uint8_t *eager;           /* one eager slot, exactly ZD_TCP_EAGER_SIZE */
+	uint8_t *operands;        /* an atomic's payload, exactly ZD_TCP_CMP_SWAP_LEN */
 	uint8_t *region;          /* exactly REGION_LEN */
 	uint32_t rights;
 	uint64_t sum;             /* keeps the reads of the region */
@@ -116,10 +121,12 @@ static void rx_setup(struct rx *r, const struct cfg *c)
 		struct req *q = &r->sq[i];
 		unsigned op = (le16toh(c->reqops) >> (2 * i)) & 3;
 
-		q->op = op == 0 ? DAT_DTO_SEND : op == 1 ? DAT_DTO_RDMA_WRITE : DAT_DTO_RDMA_READ;
-		q->total = q->op == DAT_DTO_RDMA_READ ? c->rlen[i] : 64;
+		q->op = op == 0 ? DAT_DTO_SEND : op == 1 ? DAT_DTO_RDMA_WRITE
+				: op == 2 ? DAT_DTO_RDMA_READ : DAT_IB_DTO_FETCH_ADD;
+		q->total = q->op == DAT_DTO_RDMA_READ ? c->rlen[i]
+			   : q->op == DAT_IB_DTO_FETCH_ADD ? ZD_TCP_ATOMIC_WORD : 64;
 		q->done = r->first + i < r->head;
-		if (q->op == DAT_DTO_RDMA_READ)
+		if (q->op == DAT_DTO_RDMA_READ || q->op == DAT_IB_DTO_FETCH_ADD)
 			q->sink = malloc(q->total ? q->total : 1);
 	}
 	r->nrecv = c->nrecv % (MAX_RECV + 1);
@@ -128,9 +135,11 @@ static void rx_setup(struct rx *r, const struct cfg *c)
 		r->recv[i] = malloc(r->recv_len[i] ? r->recv_len[i] : 1);
 	}
 	r->eager = malloc(ZD_TCP_EAGER_SIZE);
-	r->region = malloc(REGION_LEN);
+	r->operands = malloc(ZD_TCP_CMP_SWAP_LEN);
+	r->region = calloc(1, REGION_LEN);
 	r->rights = (c->flags & CFG_RW ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : 0) |
-		    (c->flags & CFG_RR ? DAT_MEM_PRIV_REMOTE_READ_FLAG : 0);
+		    (c->flags & CFG_RR ? DAT_MEM_PRIV_REMOTE_READ_FLAG : 0) |
+		    (c->flags & CFG_RA ? DAT_IB_MEM_PRIV_REMOTE_ATOMIC : 0);
 }
 
 static void rx_teardown(struct rx *r)
@@ -140,6 +149,7 @@ static void rx_teardown(struct rx *r)
 	for (uint32_t i = 0; i < r->nrecv; i++)
 		free(r->recv[i]);
 	free(r->eager);
+	free(r->operands);
 	free(r->region);
 }
 
@@ -203,6 +213,73 @@ static void rx_stream(struct rx *r, const uint8_t *p, size_t left)
 				return;  /* NAK */
 			if (!payload(&p, &left, dst, len))
 				return;
+			break;
+		case ZD_TCP_OP_WRITE_IMM:
+			assert(seq == r->lim.expect_seq);
+			dst = region_at(r, le32toh(h.rkey), le64toh(h.raddr), len,
+					DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+			if (!dst) {
+				r->lim.expect_seq++;
+				return;  /* NAK, no receive taken */
+			}
+			if (r->eager_n || r->recv_head == r->nrecv) {
+				/* no receive: an eager slot (no buffer), or stall */
+				if (r->eager_n >= ZD_TCP_EAGER_SLOTS)
+					return;
+				r->eager_n++;
+			} else {
+				r->recv_head++;  /* consumed, its buffer not written */
+			}
+			r->lim.expect_seq++;
+			if (!payload(&p, &left, dst, len))
+				return;
+			break;
+		case ZD_TCP_OP_FETCH_ADD:
+		case ZD_TCP_OP_CMP_SWAP: {
+			uint64_t operand[2] = { 0, 0 }, *word;
+
+			assert(seq == r->lim.expect_seq);
+			assert(len == (h.op == ZD_TCP_OP_FETCH_ADD ? ZD_TCP_FETCH_ADD_LEN
+								   : ZD_TCP_CMP_SWAP_LEN));
+			assert(le64toh(h.raddr) % ZD_TCP_ATOMIC_WORD == 0);
+			if (r->resp_n >= ZD_TCP_RESP_DEPTH)
+				return;  /* stall */
+			r->lim.expect_seq++;
+			dst = region_at(r, le32toh(h.rkey), le64toh(h.raddr), ZD_TCP_ATOMIC_WORD,
+					DAT_IB_MEM_PRIV_REMOTE_ATOMIC);
+			if (!dst)
+				return;  /* NAK */
+			if (!payload(&p, &left, r->operands, len))
+				return;
+			memcpy(operand, r->operands, len);
+			/* the device's own operation: a CPU atomic on the word */
+			word = (uint64_t *)(void *)dst;
+			if (h.op == ZD_TCP_OP_FETCH_ADD)
+				r->sum += __atomic_fetch_add(word, le64toh(operand[0]), __ATOMIC_SEQ_CST);
+			else
+				r->sum += __atomic_compare_exchange_n(word, &operand[0],
+								      le64toh(operand[1]), false,
+								      __ATOMIC_SEQ_CST,
+								      __ATOMIC_SEQ_CST);
+			r->resp_n++;
+			break;
+		}
+		case ZD_TCP_OP_ATOMIC_RESP:
+			assert(len == 0);
+			if (!zd_tcp_seq_find(seq, r->base, r->head, r->tx, &pos))
+				return;
+			assert(pos >= r->head && pos < r->tx && pos - r->first < MAX_REQ);
+			{
+				struct req *q = &r->sq[pos - r->first];
+				uint64_t old = le64toh(h.value);
+
+				if (q->op != DAT_IB_DTO_FETCH_ADD || q->done)
+					return;
+				q->done = 1;
+				/* the old value into the 8-byte local buffer */
+				assert(q->total == sizeof(old));
+				memcpy(q->sink, &old, sizeof(old));
+			}
 			break;
 		case ZD_TCP_OP_READ_REQ:
 			assert(seq == r->lim.expect_seq && len == 0 && rlen <= ZD_TCP_MAX_PAYLOAD);

@@ -12,14 +12,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---- tcp: struct cfg + frames ------------------------------------------
-MAGIC, VERSION, MAXP = 0x5044545A, 1, 1 << 30
+MAGIC, VERSION, MAXP = 0x5044545A, 2, 1 << 30
 HELLO, SEND, WRITE, READ_REQ, READ_RESP, ACK, NAK = range(1, 8)
+WRITE_IMM, FETCH_ADD, CMP_SWAP, ATOMIC_RESP = range(8, 12)
 TOKEN, RKEY, VBASE, REGION = 0x1122334455667788, 0x5A5A0001, 0x7F0000001000, 4096
-F_HELLO, F_RW, F_RR = 1, 2, 4
-OP_SEND, OP_WRITE, OP_READ = 0, 1, 2
+F_HELLO, F_RW, F_RR, F_RA = 1, 2, 4, 8
+OP_SEND, OP_WRITE, OP_READ, OP_ATOMIC = 0, 1, 2, 3
 
 
-def cfg(flags=F_RW | F_RR, ops=(), ndone=0, recvs=(), base=1, off=0, expect=0, rlen=()):
+def cfg(flags=F_RW | F_RR | F_RA, ops=(), ndone=0, recvs=(), base=1, off=0, expect=0, rlen=()):
     reqops = 0
     for i, o in enumerate(ops):
         reqops |= o << (2 * i)
@@ -48,9 +49,10 @@ def tcp_seeds():
     s['hello_twice'] = c0 + hello() + hello()
     s['no_hello_send'] = c0 + hdr(SEND, ln=4) + b'abcd'
     s['bad_magic'] = c0 + hdr(HELLO, token=TOKEN, magic=0x12345678)
-    s['bad_version'] = c0 + hdr(HELLO, token=TOKEN, version=2)
+    s['bad_version'] = c0 + hdr(HELLO, token=TOKEN, version=3)
+    s['old_version'] = c0 + hdr(HELLO, token=TOKEN, version=1)
     s['bad_op_0'] = c0 + hello() + hdr(0)
-    s['bad_op_8'] = c0 + hello() + hdr(8)
+    s['bad_op_12'] = c0 + hello() + hdr(12)
     s['too_long'] = c0 + hello() + hdr(SEND, ln=MAXP + 1)
     cr = cfg(recvs=(64, 16))
     s['send_recv'] = cr + hello() + hdr(SEND, 0, 32) + b'S' * 32 + hdr(SEND, 1, 16) + b's' * 16
@@ -104,6 +106,66 @@ def tcp_seeds():
         hdr(READ_REQ, 2, 0, RKEY, 64, VBASE) + hdr(ACK, 0) + hdr(READ_RESP, 1, 16) + b'c' * 16 + \
         hdr(SEND, 3, 8) + b'd' * 8 + hdr(SEND, 4, 8) + b'e' * 8 + hdr(NAK, 2, rlen=0x10004)
     s['short_cfg'] = b'\x07\x01'
+    s.update(tcp_ext_seeds())
+    return s
+
+
+def u64(*v):
+    return struct.pack('<%dQ' % len(v), *v)
+
+
+def tcp_ext_seeds():
+    """The IB extension frames: WRITE_IMM, FETCH_ADD, CMP_SWAP, ATOMIC_RESP."""
+    s = {}
+    c0, cr = cfg(), cfg(recvs=(16, 16))
+    s['write_imm'] = cr + hello() + hdr(WRITE_IMM, 0, 64, RKEY, 0x1111, VBASE + 64) + b'I' * 64
+    s['write_imm_zero'] = cr + hello() + hdr(WRITE_IMM, 0, 0, RKEY, 0x7777, VBASE)
+    s['write_imm_no_recv'] = c0 + hello() + hdr(WRITE_IMM, 0, 8, RKEY, 1, VBASE) + b'i' * 8 + \
+        hdr(SEND, 1, 4) + b'abcd' + hdr(WRITE_IMM, 2, 8, RKEY, 2, VBASE + 8) + b'j' * 8
+    s['write_imm_after_eager'] = cfg(recvs=(16,)) + hello() + hdr(SEND, 0, 4) + b'abcd' + \
+        hdr(WRITE_IMM, 1, 4, RKEY, 3, VBASE) + b'wxyz'
+    s['write_imm_no_right'] = cfg(flags=F_RR | F_RA, recvs=(16,)) + hello() + \
+        hdr(WRITE_IMM, 0, 4, RKEY, 9, VBASE) + b'abcd'
+    s['write_imm_past_end'] = cr + hello() + hdr(WRITE_IMM, 0, 8, RKEY, 9, VBASE + REGION - 4) + b'p' * 8
+    s['write_imm_bad_rkey'] = cr + hello() + hdr(WRITE_IMM, 0, 4, RKEY ^ 0x10, 9, VBASE) + b'abcd'
+    s['write_imm_seq_wrong'] = cr + hello() + hdr(WRITE_IMM, 3, 4, RKEY, 9, VBASE) + b'abcd'
+    s['write_imm_truncated'] = cr + hello() + hdr(WRITE_IMM, 0, 64, RKEY, 9, VBASE) + b't' * 20
+    s['fetch_add'] = c0 + hello() + hdr(FETCH_ADD, 0, 8, RKEY, raddr=VBASE + 8) + u64(5) + \
+        hdr(FETCH_ADD, 1, 8, RKEY, raddr=VBASE + 8) + u64((1 << 64) - 1)
+    s['cmp_swap'] = c0 + hello() + hdr(CMP_SWAP, 0, 16, RKEY, raddr=VBASE) + u64(0, 0x12345) + \
+        hdr(CMP_SWAP, 1, 16, RKEY, raddr=VBASE) + u64(0, 7)
+    s['atomic_last_word'] = c0 + hello() + hdr(FETCH_ADD, 0, 8, RKEY, raddr=VBASE + REGION - 8) + u64(1)
+    s['atomic_past_end'] = c0 + hello() + hdr(FETCH_ADD, 0, 8, RKEY, raddr=VBASE + REGION) + u64(1)
+    s['atomic_below'] = c0 + hello() + hdr(CMP_SWAP, 0, 16, RKEY, raddr=VBASE - 8) + u64(0, 1)
+    s['atomic_wrap'] = c0 + hello() + hdr(FETCH_ADD, 0, 8, RKEY, raddr=(1 << 64) - 8) + u64(1)
+    s['atomic_misaligned'] = c0 + hello() + hdr(FETCH_ADD, 0, 8, RKEY, raddr=VBASE + 4) + u64(1)
+    s['atomic_misaligned_cs'] = c0 + hello() + hdr(CMP_SWAP, 0, 16, RKEY, raddr=VBASE + 1) + u64(0, 1)
+    s['fetch_add_len_16'] = c0 + hello() + hdr(FETCH_ADD, 0, 16, RKEY, raddr=VBASE) + u64(1, 2)
+    s['fetch_add_len_0'] = c0 + hello() + hdr(FETCH_ADD, 0, 0, RKEY, raddr=VBASE)
+    s['cmp_swap_len_8'] = c0 + hello() + hdr(CMP_SWAP, 0, 8, RKEY, raddr=VBASE) + u64(1)
+    s['atomic_huge'] = c0 + hello() + hdr(CMP_SWAP, 0, MAXP, RKEY, raddr=VBASE)
+    s['atomic_no_right'] = cfg(flags=F_RW | F_RR) + hello() + hdr(FETCH_ADD, 0, 8, RKEY, raddr=VBASE) + u64(1)
+    s['atomic_bad_rkey'] = c0 + hello() + hdr(FETCH_ADD, 0, 8, RKEY + 1, raddr=VBASE) + u64(1)
+    s['atomic_truncated'] = c0 + hello() + hdr(CMP_SWAP, 0, 16, RKEY, raddr=VBASE) + u64(1)[:5]
+    s['atomic_seq_wrong'] = c0 + hello() + hdr(FETCH_ADD, 9, 8, RKEY, raddr=VBASE) + u64(1)
+    s['atomics_past_resp_depth'] = c0 + hello() + b''.join(
+        hdr(FETCH_ADD, i, 8, RKEY, raddr=VBASE) + u64(1) for i in range(70))
+    catom = cfg(ops=(OP_SEND, OP_ATOMIC, OP_WRITE, OP_ATOMIC), off=7)
+    s['atomic_resp'] = catom + hello() + hdr(ATOMIC_RESP, 8, token=0x12345) + \
+        hdr(ACK, 9) + hdr(ATOMIC_RESP, 10, token=(1 << 64) - 1)
+    s['atomic_resp_with_len'] = catom + hello() + hdr(ATOMIC_RESP, 8, 8, token=1) + u64(1)
+    s['atomic_resp_for_write'] = catom + hello() + hdr(ATOMIC_RESP, 9, token=1)
+    s['atomic_resp_for_send'] = catom + hello() + hdr(ATOMIC_RESP, 7, token=1)
+    s['atomic_resp_twice'] = catom + hello() + hdr(ATOMIC_RESP, 8, token=1) + hdr(ATOMIC_RESP, 8, token=2)
+    s['atomic_resp_unsent'] = catom + hello() + hdr(ATOMIC_RESP, 11, token=1)
+    s['atomic_resp_for_read'] = cfg(ops=(OP_READ,), rlen=(8,)) + hello() + hdr(ATOMIC_RESP, 0, token=1)
+    s['read_resp_for_atomic'] = catom + hello() + hdr(READ_RESP, 8, 8) + u64(1)
+    s['mixed_ext'] = cfg(ops=(OP_ATOMIC, OP_WRITE, OP_READ), rlen=(0, 0, 8), recvs=(16, 16)) + hello() + \
+        hdr(WRITE_IMM, 0, 16, RKEY, 0xABCD, VBASE + 32) + b'm' * 16 + \
+        hdr(FETCH_ADD, 1, 8, RKEY, raddr=VBASE + 32) + u64(3) + hdr(ATOMIC_RESP, 0, token=9) + \
+        hdr(SEND, 2, 8) + b'n' * 8 + hdr(CMP_SWAP, 3, 16, RKEY, raddr=VBASE + 40) + u64(0, 4) + \
+        hdr(ACK, 1) + hdr(READ_RESP, 2, 8) + b'o' * 8 + hdr(WRITE_IMM, 4, 0, RKEY, 1, VBASE) + \
+        hdr(FETCH_ADD, 5, 8, RKEY, raddr=VBASE + 4) + u64(1)
     return s
 
 
