@@ -9,10 +9,8 @@
  * The parent is the server (PSP, accept), the forked child the client; they
  * exchange addresses and keys over a socketpair (msg_*).
  */
-#include <dirent.h>
-#include <stdlib.h>
-
 #include "dat_peer.h"
+#include "tcp_sockets.h"
 #include "hw/tcp/zd_tcp_wire.h"
 
 /* The tcp device on lo; the same with progress=thread and =manual. */
@@ -237,36 +235,11 @@ Test(tcp, flush_on_disconnect, .timeout = 60) { flush_on_disconnect(&tcp, 0); }
 
 /* ---- a malformed frame on the data socket breaks that connection only ---- */
 
-/* The data sockets of this process: TCP sockets whose peer port is not
- * @cm_port (the CM's).  Returns how many were found (into @fds). */
-static int data_sockets(uint16_t cm_port, int *fds, int max)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	CHK(d);
-	while ((e = readdir(d)) != NULL && n < max) {
-		int fd = atoi(e->d_name), type = 0;
-		socklen_t l = sizeof(type);
-		struct sockaddr_in sa;
-		socklen_t sl = sizeof(sa);
-
-		if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 ||
-		    type != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&sa, &sl) != 0 ||
-		    sa.sin_family != AF_INET || ntohs(sa.sin_port) == cm_port)
-			continue;
-		fds[n++] = fd;
-	}
-	closedir(d);
-	return n;
-}
-
 static int c_malformed(int fd, void *arg)
 {
 	struct peer p;
 	DAT_EP_HANDLE ep2;
-	int before[16], after[16], nb, na, victim = -1;
+	int before[16], nb, victim;
 	struct zd_tcp_hdr h;
 
 	client_open(&p, &tcp, 0, fd, NULL);
@@ -276,17 +249,9 @@ static int c_malformed(int fd, void *arg)
 	nb = data_sockets((uint16_t)p.port, before, 16);
 	client_connect(&p, ep2, p.port);
 	send_wait(&p, ep2, 0, 8, 2);
-	na = data_sockets((uint16_t)p.port, after, 16);
-	CHK(na >= 2 && nb >= 1);
-	/* the second EP's socket: in after, not in before */
-	for (int i = 0; i < na && victim < 0; i++) {
-		int seen = 0;
-
-		for (int j = 0; j < nb; j++)
-			seen |= before[j] == after[i];
-		if (!seen)
-			victim = after[i];
-	}
+	CHK(nb >= 1);
+	/* the second EP's socket */
+	victim = data_socket_added((uint16_t)p.port, before, nb);
 	CHK(victim >= 0);
 	/* a frame with a foreign version, then garbage */
 	memset(&h, 0, sizeof(h));
