@@ -194,25 +194,31 @@ void zd_tcp_tx_progress(struct zd_tcp_qp *qp)
 }
 
 /* A request failed its checks here: tell the initiator (best effort: only
- * between frames), then break. */
+ * between frames), then break.  The requests before it were executed, so
+ * their ACK and the atomic answers queued ahead of any read response go
+ * first, in the same send: an atomic that changed its word completes as
+ * done, not flushed (a read response, with its payload, stops the list:
+ * what follows it cannot overtake it). */
 void zd_tcp_qp_nak(struct zd_tcp_qp *qp, uint32_t seq, uint32_t status)
 {
 	if (!qp->tx_busy && qp->hello_sent) {
-		struct zd_tcp_hdr h[2];
+		struct zd_tcp_hdr h[ZD_TCP_RESP_DEPTH + 2];
 		int n = 0;
 
-		memset(h, 0, sizeof(h));
 		if (qp->ack_pending) {
-			h[n].magic = htole32(ZD_TCP_WIRE_MAGIC);
-			h[n].version = ZD_TCP_WIRE_VERSION;
-			h[n].op = ZD_TCP_OP_ACK;
-			h[n].seq = htole32(qp->ack_seq);
+			hdr_init(&h[n], ZD_TCP_OP_ACK, qp->ack_seq);
 			n++;
 		}
-		h[n].magic = htole32(ZD_TCP_WIRE_MAGIC);
-		h[n].version = ZD_TCP_WIRE_VERSION;
-		h[n].op = ZD_TCP_OP_NAK;
-		h[n].seq = htole32(seq);
+		for (uint32_t r = qp->resp_head; r != qp->resp_tail; r++) {
+			uint32_t i = r % ZD_TCP_RESP_DEPTH;
+
+			if (qp->resp[i].op != ZD_TCP_OP_ATOMIC_RESP)
+				break;
+			hdr_init(&h[n], ZD_TCP_OP_ATOMIC_RESP, qp->resp[i].seq);
+			h[n].value = htole64(qp->resp[i].value);
+			n++;
+		}
+		hdr_init(&h[n], ZD_TCP_OP_NAK, seq);
 		h[n].rlen = htole32(status);
 		n++;
 		if (send(qp->fd, h, (size_t)n * sizeof(h[0]), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {

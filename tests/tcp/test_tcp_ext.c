@@ -461,6 +461,53 @@ Test(tcp_ext, atomic_without_remote_atomic_is_refused, .timeout = 60)
 	server_done(&p);
 }
 
+/* ---- atomics ahead of a refused request still complete ----
+ * 8 FAAs, then one with an rkey nobody has, then a CAS, posted back to
+ * back: the target executes the 8 (their answers go out ahead of its
+ * NAK), refuses the 9th, and breaks; the client sees 8 successes with old
+ * values 0x55.. 0x5c, REMOTE_ACCESS, and the CAS flushed. */
+static int c_atomics_then_refused(int fd, void *arg)
+{
+	struct peer p;
+	DAT_LMR_TRIPLET l;
+	DAT_RMR_TRIPLET r, w, bad;
+
+	(void)arg;
+	client_open(&p, &tcp, 0, fd, NULL);
+	r = recv_region(fd);
+	w = word_at(&r, WORD_OFF);
+	bad = w;
+	bad.rmr_context ^= tcp.rkey_spoil;
+	for (int i = 0; i < 8; i++) {
+		l = seg(&p, 8 * (size_t)i, 8);
+		CHK_RET(faa(p.ep, 1, &l, (uint64_t)i, &w, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	}
+	l = seg(&p, 64, 8);
+	CHK_RET(faa(p.ep, 1, &l, 8, &bad, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	CHK_RET(cas(p.ep, 0, 1, &l, 9, &w, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	for (int i = 0; i < 8; i++) {
+		CHK(ext_wait(p.req, 20 * SEC, OP_FAA, (uint64_t)i, NULL, NULL) == DAT_DTO_SUCCESS);
+		CHK(load64(p.buf + 8 * i) == 0x55 + (uint64_t)i);
+	}
+	CHK(ext_wait(p.req, 20 * SEC, OP_FAA, 8, NULL, NULL) == DAT_DTO_ERR_REMOTE_ACCESS);
+	CHK(ext_wait(p.req, 20 * SEC, OP_CAS, 9, NULL, NULL) == DAT_DTO_ERR_FLUSHED);
+	msg_send(fd, 1);
+	return client_done(&p);
+}
+
+Test(tcp_ext, atomics_ahead_of_a_refused_request_complete, .timeout = 60)
+{
+	struct peer p;
+
+	server_start_with(&p, &tcp, 0, PRIV_ATOMIC, 0, c_atomics_then_refused, NULL);
+	store64(p.buf + WORD_OFF, 0x55);
+	server_up(&p);
+	send_region(&p, p.fd);
+	CHK(msg_recv(p.fd, 20000) == 1);
+	CHK(load64(p.buf + WORD_OFF) == 0x55 + 8);
+	server_done(&p);
+}
+
 /* ---- what core refuses before the device sees it ----
  * A misaligned remote word, a local segment shorter than 8 bytes, fewer
  * than 8 remote bytes, no local or remote triplet, and an EP that is not
