@@ -4,7 +4,7 @@
  * plus polling its completion into a DAT event -- counted by callgrind.
  *
  *   valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes \
- *       zd_instr [-P ia_name] [-n iters] [-o write|imm|faa]
+ *       zd_instr [-P ia_name] [-n iters] [-o write|imm|faa|send]
  *                                               (tools/instr_count.sh runs it)
  *
  * -o imm and -o faa count an IB extension instead: an 8-byte RDMA write
@@ -97,7 +97,7 @@ static DAT_RETURN ext_op(DAT_HANDLE h, DAT_EXTENDED_OP op, ...)
 	return ret;
 }
 
-enum instr_op { OP_WRITE, OP_IMM, OP_FAA };
+enum instr_op { OP_WRITE, OP_IMM, OP_FAA, OP_SEND };
 
 int main(int argc, char **argv)
 {
@@ -117,8 +117,10 @@ int main(int argc, char **argv)
 			op = OP_IMM;
 		else if (opt == 'o' && !strcmp(optarg, "faa"))
 			op = OP_FAA;
+		else if (opt == 'o' && !strcmp(optarg, "send"))
+			op = OP_SEND;
 		else {
-			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters] [-o write|imm|faa]\n");
+			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters] [-o write|imm|faa|send]\n");
 			return 2;
 		}
 	}
@@ -182,7 +184,7 @@ int main(int argc, char **argv)
 			      .segment_length = sizeof(dst) };
 	DAT_DTO_COOKIE cookie = { .as_64 = COOKIE_MAGIC };
 	unsigned long empty = 0, faas = 0;
-	const DAT_EVENT_NUMBER want_ev = op == OP_WRITE ? DAT_DTO_COMPLETION_EVENT :
+	const DAT_EVENT_NUMBER want_ev = op == OP_WRITE || op == OP_SEND ? DAT_DTO_COMPLETION_EVENT :
 				       (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT;
 
 	/* Warm up (caches, lazy binding, first-touch) uncounted, then one
@@ -197,13 +199,15 @@ int main(int argc, char **argv)
 			uint64_t landed;
 
 			src = i + 1;
-			if (op == OP_IMM)
+			if (op == OP_IMM || op == OP_SEND)
 				CHECK(DAT_EP_POST_RECV(b.ep, 1, &rl, cookie, DAT_COMPLETION_DEFAULT_FLAG));
 			if (count_post)
 				CALLGRIND_TOGGLE_COLLECT;
 			if (op == OP_WRITE)
 				ret = DAT_EP_POST_RDMA_WRITE(a.ep, 1, &l, cookie, &r,
 							     DAT_COMPLETION_DEFAULT_FLAG);
+			else if (op == OP_SEND)
+				ret = DAT_EP_POST_SEND(a.ep, 1, &l, cookie, DAT_COMPLETION_DEFAULT_FLAG);
 			else if (op == OP_IMM)
 				ret = ext_op(a.ep, DAT_IB_RDMA_WRITE_IMMED_OP, (DAT_COUNT)1, &l, cookie,
 					     &r, (DAT_UINT32)i, DAT_COMPLETION_DEFAULT_FLAG);
@@ -219,7 +223,7 @@ int main(int argc, char **argv)
 			 * the data and write its CQE, so that few dequeues find
 			 * nothing. */
 			landed = op == OP_FAA ? ++faas : src;
-			while (__atomic_load_n(&dst, __ATOMIC_ACQUIRE) != landed)
+			while (__atomic_load_n(op == OP_SEND ? &rcv : &dst, __ATOMIC_ACQUIRE) != landed)
 				sched_yield();
 			for (int y = 0; y < 20; y++)
 				sched_yield();
@@ -240,6 +244,25 @@ int main(int argc, char **argv)
 			    ev.event_data.dto_completion_event_data.user_cookie.as_64 != COOKIE_MAGIC ||
 			    (op == OP_FAA && src != landed - 1)) {
 				fprintf(stderr, "zd_instr: bad completion\n");
+				return 1;
+			}
+			/* -o send: the receive's completion is counted too. */
+			while (op == OP_SEND) {
+				if (count_poll)
+					CALLGRIND_TOGGLE_COLLECT;
+				ret = DAT_EVD_DEQUEUE(b.recv_evd, &ev);
+				if (count_poll)
+					CALLGRIND_TOGGLE_COLLECT;
+				if (ret == DAT_SUCCESS)
+					break;
+				if (DAT_GET_TYPE(ret) != DAT_QUEUE_EMPTY)
+					die("dat_evd_dequeue (receive)", ret);
+				empty += count_poll;
+			}
+			if (op == OP_SEND &&
+			    (ev.event_data.dto_completion_event_data.operation != DAT_DTO_RECEIVE ||
+			     ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)) {
+				fprintf(stderr, "zd_instr: bad receive completion\n");
 				return 1;
 			}
 			/* Uncounted: the target's receive of the immediate data. */
@@ -283,7 +306,7 @@ int main(int argc, char **argv)
 	}
 	CALLGRIND_DUMP_STATS_AT("window");
 
-	if (dst != (op == OP_FAA ? faas : iters)) {
+	if (op != OP_SEND && dst != (op == OP_FAA ? faas : iters)) {
 		fprintf(stderr, "zd_instr: target holds %" PRIu64 ", expected %lu\n", dst,
 			op == OP_FAA ? faas : iters);
 		return 1;

@@ -7,7 +7,8 @@
 #
 # ZD_INSTR_OP=imm or faa counts an IB extension instead of the write: an
 # 8-byte RDMA write with immediate data, or a fetch-and-add, posted through
-# dat_extension_op's path into the provider (zd_instr -o).
+# dat_extension_op's path into the provider (zd_instr -o); ZD_INSTR_OP=send
+# an 8-byte send, polling both its completion and its receive's.
 #
 # Counts libzdapl's own instructions (libdat2's dispatch, the application's
 # calls and callgrind's toggles are outside it); the software NIC's work
@@ -24,7 +25,8 @@ case $op in
 write) what="8-byte RDMA write" ;;
 imm) what="8-byte RDMA write with immediate data" ;;
 faa) what="fetch-and-add" ;;
-*) echo "instr_count: ZD_INSTR_OP is write, imm or faa" >&2; exit 2 ;;
+send) what="8-byte send (its receive's completion counted with the poll)" ;;
+*) echo "instr_count: ZD_INSTR_OP is write, imm, faa or send" >&2; exit 2 ;;
 esac
 
 command -v valgrind >/dev/null || { echo "instr_count: valgrind not installed" >&2; exit 77; }
