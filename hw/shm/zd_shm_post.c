@@ -167,16 +167,18 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 		return DAT_DTO_ERR_LOCAL_LENGTH;
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
 		return DAT_DTO_ERR_FLUSHED;
+	/* Zero bytes touch no remote memory: as on InfiniBand, no rkey check
+	 * (MPI signals with zero-byte writes with immediate data, rkey 0). */
+	if (ZD_UNLIKELY(total == 0))
+		return DAT_DTO_SUCCESS;
 	/* The target's own table, the target QP's PZ: both as the target
 	 * published them; a lying target only hurts itself. */
 	if (ZD_UNLIKELY(!zd_shm_mr_read(zd_shm_peer_ia(qp->peer)->mr, remote->rmr_context, &v) ||
-			!zd_soft_mr_allows(&v, remote->virtual_address, total ? total : 1,
+			!zd_soft_mr_allows(&v, remote->virtual_address, total,
 					   write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
 						 : DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		return DAT_DTO_ERR_REMOTE_ACCESS;
 	*done = total;
-	if (ZD_UNLIKELY(total == 0))
-		return DAT_DTO_SUCCESS;
 	if (ZD_LIKELY(n == 1)) {
 		/* Same process, or the target lies in a pool chunk we mapped. */
 		void *p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address,

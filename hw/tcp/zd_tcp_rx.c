@@ -259,8 +259,10 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		return RX_OK;
 	case ZD_TCP_OP_RDMA_WRITE:
 		qp->rx_expect++;
-		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-					DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len ? len : 1, NULL)) {
+		/* Zero bytes touch no memory: no rkey check, as on InfiniBand
+		 * (MPI signals with zero-byte writes with immediate, rkey 0). */
+		if (len && !zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					       DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len, NULL)) {
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}
@@ -275,8 +277,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		/* An RDMA_WRITE's checks; then, before any byte is placed, the
 		 * receive it consumes: the next posted one, or an eager slot
 		 * behind the early sends (none free: stall, as a send). */
-		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-					DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len ? len : 1, NULL)) {
+		if (len && !zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+					       DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len, NULL)) {
 			qp->rx_expect++;
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
@@ -325,8 +327,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		if (qp->resp_tail - qp->resp_head >= ZD_TCP_RESP_DEPTH)
 			return RX_STALL;  /* answers pile up: stop reading */
 		qp->rx_expect++;
-		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-					DAT_MEM_PRIV_REMOTE_READ_FLAG, raddr, rlen ? rlen : 1, NULL)) {
+		if (rlen && !zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
+						DAT_MEM_PRIV_REMOTE_READ_FLAG, raddr, rlen, NULL)) {
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}

@@ -7,7 +7,8 @@
  *  - RDMA write with immediate data: the data, then the target's receive
  *    (its EP's or its SRQ's) completing as a DAT_IB_DTO_EVENT with the
  *    immediate; no receive posted yet (RNR: delivered once one is); no
- *    REMOTE_WRITE (error, target untouched, no receive consumed).
+ *    REMOTE_WRITE (error, target untouched, no receive consumed); zero
+ *    bytes with rkey 0 (no rkey checked, the immediate delivered).
  *  - Fetch-and-add and compare-and-swap: old values in host order, the
  *    target word the host's; no REMOTE_ATOMIC (error, untouched); the
  *    synchronous errors core gives; two processes racing 100,000
@@ -216,6 +217,75 @@ static void write_imm_case(int kind)
 
 Test(mlx5sim_ext, write_imm_heap) { write_imm_case(HEAP); }
 Test(mlx5sim_ext, write_imm_pool) { write_imm_case(POOL); }
+
+/*
+ * Zero bytes touch no remote memory, so no rkey is checked (as on
+ * InfiniBand; MPI transports signal with a zero-byte write with immediate
+ * data, rkey 0, address 0).  The client: write-imm with no segment, rkey
+ * 0 (cookie 1, imm 0x51); with one empty segment and a key nobody has
+ * (2, 0x52); plain zero-byte writes and reads, rkey 0 (3..6); a 16-byte
+ * send (7).  All succeed; the connection stands.
+ */
+static int c_zero_bytes(int fd, void *arg)
+{
+	const DAT_RMR_TRIPLET none = { .rmr_context = 0, .virtual_address = 0,
+				       .segment_length = 0 };
+	DAT_RMR_TRIPLET r = none;
+	struct peer p;
+	DAT_LMR_TRIPLET l;
+	DAT_COUNT len;
+
+	(void)arg;
+	client_open(&p, &sim, HEAP, fd, NULL);
+	CHK_RET(dat_ib_post_rdma_write_immed(p.ep, 0, NULL, (DAT_DTO_COOKIE){ .as_64 = 1 }, &r,
+					     0x51, DAT_COMPLETION_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED, 1,
+		     &len, NULL) == DAT_DTO_SUCCESS);
+	CHK(len == 0);
+	l = seg(&p, 0, 0);
+	r.rmr_context = 0xdead00;
+	write_imm(p.ep, &l, 2, &r, 0x52, DAT_COMPLETION_DEFAULT_FLAG);
+	CHK(ext_wait(p.req, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_IB_RDMA_WRITE_IMMED, 2,
+		     &len, NULL) == DAT_DTO_SUCCESS);
+	CHK(len == 0);
+	r = none;
+	post_write(p.ep, 0, NULL, 3, &r);
+	CHK(dto_wait(p.req, 20 * SEC, 3, &len) == DAT_DTO_SUCCESS && len == 0);
+	post_write(p.ep, 1, &l, 4, &r);
+	CHK(dto_wait(p.req, 20 * SEC, 4, &len) == DAT_DTO_SUCCESS && len == 0);
+	post_read(p.ep, 0, NULL, 5, &r);
+	CHK(dto_wait(p.req, 20 * SEC, 5, &len) == DAT_DTO_SUCCESS && len == 0);
+	post_read(p.ep, 1, &l, 6, &r);
+	CHK(dto_wait(p.req, 20 * SEC, 6, &len) == DAT_DTO_SUCCESS && len == 0);
+	fill(p.buf, 16, 9);
+	send_wait(&p, p.ep, 0, 16, 7);
+	return client_done(&p);
+}
+
+Test(mlx5sim_ext, zero_byte_rdma_checks_no_rkey)
+{
+	struct peer p;
+	DAT_EVENT ev;
+	DAT_COUNT len;
+	uint8_t want[16];
+
+	server_start(&p, &sim, HEAP, c_zero_bytes, NULL);
+	post_recvs(&p, p.ep, 3, 60000, 64, 64, 10);
+	server_up(&p);
+	CHK(ext_wait(p.rcv, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA, 10, &len,
+		     &ev) == DAT_DTO_SUCCESS);
+	CHK(len == 0 && ext_of(&ev)->val.immed.data == 0x51);
+	CHK(ext_wait(p.rcv, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA, 11, &len,
+		     &ev) == DAT_DTO_SUCCESS);
+	CHK(len == 0 && ext_of(&ev)->val.immed.data == 0x52);
+	CHK(dto_wait(p.rcv, 20 * SEC, 12, &len) == DAT_DTO_SUCCESS && len == 16);
+	fill(want, 16, 9);
+	CHK(memcmp(p.buf + 60000 + 128, want, 16) == 0);
+	for (int i = 60000; i < 60000 + 128; i++)
+		CHK(p.buf[i] == 0);
+	server_done(&p);
+}
 
 /* Into an EP on an SRQ: the SRQ's receive is consumed. */
 static int c_write_imm_srq(int fd, void *arg)

@@ -1,5 +1,6 @@
 /* shm device, IB extensions: RDMA write with immediate data (into the next
- * receive, on an SRQ, before any receive is posted, RNR, without rights)
+ * receive, on an SRQ, before any receive is posted, RNR, without rights,
+ * zero bytes with no rkey)
  * and fetch-and-add / compare-and-swap (results, rights, the errors core
  * returns at once, pool and malloc'd memory), suppressed and flushed
  * completions, the atomic lock of a dead holder; across processes:
@@ -366,6 +367,66 @@ Test(shm_ext, write_imm_rnr_waits_for_receives)
 	unpair();
 	free(src);
 	free(tgt);
+	free(rbuf);
+}
+
+/* Zero-byte RDMA touches no remote memory, so, as on InfiniBand, no rkey
+ * is checked: MPI transports signal with a zero-byte write with immediate
+ * data, rkey 0 and address 0.  Its immediate lands in the next receive
+ * (length 0); plain zero-byte writes and reads complete; the QP stays up. */
+Test(shm_ext, zero_byte_rdma_checks_no_rkey)
+{
+	enum { RB = 32 };
+	char *src = malloc(64), *rbuf = malloc(3 * RB);
+	DAT_LMR_CONTEXT ks, kr;
+	DAT_LMR_TRIPLET l, rv;
+	const DAT_RMR_TRIPLET none = { .rmr_context = 0, .virtual_address = 0,
+				       .segment_length = 0 };
+	DAT_RMR_TRIPLET r = none;
+
+	pair(false);
+	t_reg(&A, NULL, src, 64, DAT_MEM_PRIV_ALL_FLAG, &ks);
+	t_reg(&B, NULL, rbuf, 3 * RB, DAT_MEM_PRIV_ALL_FLAG, &kr);
+	fill(src, 64, 3);
+	memset(rbuf, 'r', 3 * RB);
+	for (int i = 0; i < 3; i++) {
+		rv = t_seg(kr, rbuf + i * RB, RB);
+		cr_assert_eq(dat_ep_post_recv(eb, 1, &rv, t_cookie(10 + (uint64_t)i), 0),
+			     DAT_SUCCESS);
+	}
+	/* No segment: the immediate alone. */
+	cr_assert_eq(dat_ib_post_rdma_write_immed(ea, 0, NULL, t_cookie(1), &r, 0x51, 0),
+		     DAT_SUCCESS);
+	expect_ext(A.req, ea, 1, DAT_DTO_SUCCESS, DAT_IB_DTO_RDMA_WRITE_IMMED, 0);
+	expect_imm(B.rcv, eb, 10, 0x51, 0);
+	/* One empty segment, and a key nobody has. */
+	l = t_seg(ks, src, 0);
+	r.rmr_context = 0xdead00;
+	cr_assert_eq(write_imm(ea, &l, 2, &r, 0x52, 0), DAT_SUCCESS);
+	expect_ext(A.req, ea, 2, DAT_DTO_SUCCESS, DAT_IB_DTO_RDMA_WRITE_IMMED, 0);
+	expect_imm(B.rcv, eb, 11, 0x52, 0);
+	/* Plain zero-byte write and read, rkey 0. */
+	r = none;
+	cr_assert_eq(dat_ep_post_rdma_write(ea, 0, NULL, t_cookie(3), &r, 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 3, DAT_DTO_SUCCESS, DAT_DTO_RDMA_WRITE, 0);
+	cr_assert_eq(dat_ep_post_rdma_write(ea, 1, &l, t_cookie(4), &r, 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 4, DAT_DTO_SUCCESS, DAT_DTO_RDMA_WRITE, 0);
+	cr_assert_eq(dat_ep_post_rdma_read(ea, 0, NULL, t_cookie(5), &r, 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 5, DAT_DTO_SUCCESS, DAT_DTO_RDMA_READ, 0);
+	cr_assert_eq(dat_ep_post_rdma_read(ea, 1, &l, t_cookie(6), &r, 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 6, DAT_DTO_SUCCESS, DAT_DTO_RDMA_READ, 0);
+	/* Nothing was written into the receives, and the QP is up: a send
+	 * takes the third. */
+	cr_assert(all_bytes(rbuf, 2 * RB, 'r'));
+	l = t_seg(ks, src, 10);
+	cr_assert_eq(dat_ep_post_send(ea, 1, &l, t_cookie(7), 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 7, DAT_DTO_SUCCESS, DAT_DTO_SEND, 10);
+	t_expect(B.rcv, eb, 12, DAT_DTO_SUCCESS, DAT_DTO_RECEIVE, 10);
+	cr_assert(filled(rbuf + 2 * RB, 10, 3));
+	t_none(A.req);
+	t_none(B.rcv);
+	unpair();
+	free(src);
 	free(rbuf);
 }
 

@@ -220,6 +220,68 @@ Test(tcp_ext, write_imm_consumes_an_srq_buffer, .timeout = 60)
 	server_done(&p);
 }
 
+/* ---- zero bytes: no rkey (InfiniBand checks none; MPI transports signal
+ * with a zero-byte write with immediate data, rkey 0, address 0) ----
+ * Client: write-imm with no segment and rkey 0 (cookie 1, imm 0x51), with
+ * one empty segment and a key nobody has (cookie 2, imm 0x52), plain
+ * zero-byte writes and reads with rkey 0 (cookies 3..6), then a 16-byte
+ * send (cookie 7): all succeed, the connection stands. */
+static int c_zero_bytes(int fd, void *arg)
+{
+	const DAT_RMR_TRIPLET none = { .rmr_context = 0, .virtual_address = 0,
+				       .segment_length = 0 };
+	DAT_RMR_TRIPLET r = none;
+	struct peer p;
+	DAT_LMR_TRIPLET l;
+	DAT_COUNT len;
+
+	(void)arg;
+	client_open(&p, &tcp, 0, fd, NULL);
+	CHK_RET(write_imm(p.ep, 0, NULL, 1, &r, 0x51, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	CHK(ext_wait(p.req, 10 * SEC, OP_WRITE_IMM, 1, &len, NULL) == DAT_DTO_SUCCESS);
+	CHK(len == 0);
+	l = seg(&p, 0, 0);
+	r.rmr_context = 0xdead00;
+	CHK_RET(write_imm(p.ep, 1, &l, 2, &r, 0x52, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	CHK(ext_wait(p.req, 10 * SEC, OP_WRITE_IMM, 2, &len, NULL) == DAT_DTO_SUCCESS);
+	CHK(len == 0);
+	r = none;
+	post_write(p.ep, 0, NULL, 3, &r);
+	CHK(dto_wait(p.req, 10 * SEC, 3, &len) == DAT_DTO_SUCCESS && len == 0);
+	post_write(p.ep, 1, &l, 4, &r);
+	CHK(dto_wait(p.req, 10 * SEC, 4, &len) == DAT_DTO_SUCCESS && len == 0);
+	post_read(p.ep, 0, NULL, 5, &r);
+	CHK(dto_wait(p.req, 10 * SEC, 5, &len) == DAT_DTO_SUCCESS && len == 0);
+	post_read(p.ep, 1, &l, 6, &r);
+	CHK(dto_wait(p.req, 10 * SEC, 6, &len) == DAT_DTO_SUCCESS && len == 0);
+	fill(p.buf, 16, 9);
+	send_wait(&p, p.ep, 0, 16, 7);
+	return client_done(&p);
+}
+
+Test(tcp_ext, zero_byte_rdma_checks_no_rkey, .timeout = 60)
+{
+	struct peer p;
+	uint8_t want[16], untouched[256];
+	DAT_COUNT len;
+	uint32_t imm;
+
+	server_start(&p, &tcp, 0, c_zero_bytes, NULL);
+	memset(p.buf + RECV_OFF, 0xab, 384);
+	post_recvs(&p, p.ep, 3, RECV_OFF, 128, 128, 10);
+	server_up(&p);
+	CHK(ext_wait(p.rcv, 10 * SEC, OP_RECV_IMM, 10, &len, &imm) == DAT_DTO_SUCCESS);
+	CHK(len == 0 && imm == 0x51);
+	CHK(ext_wait(p.rcv, 10 * SEC, OP_RECV_IMM, 11, &len, &imm) == DAT_DTO_SUCCESS);
+	CHK(len == 0 && imm == 0x52);
+	CHK(dto_wait(p.rcv, 10 * SEC, 12, &len) == DAT_DTO_SUCCESS && len == 16);
+	fill(want, 16, 9);
+	CHK(memcmp(p.buf + RECV_OFF + 256, want, 16) == 0);
+	memset(untouched, 0xab, sizeof(untouched));
+	CHK(memcmp(p.buf + RECV_OFF, untouched, sizeof(untouched)) == 0);
+	server_done(&p);
+}
+
 /* ---- no receive posted: the immediate waits for one, nothing is lost ----
  * 100 writes with immediate data i (8 bytes of value i at the server's
  * word i), then a 16-byte send, before the server posts any receive.  The
