@@ -351,6 +351,21 @@ static inline void zd_shm_cq_complete(struct zd_shm_cq *cq, struct zd_ep *ep,
 	zd_soft_cq_complete(&cq->soft, ep, cookie, st, len, op);
 }
 
+/* A receive of @qp completes in error or flushed (no bytes): a
+ * DAT_IB_DTO_EVENT (DAT_IB_DTO_RECV_UD) for a UD QP, as every receive
+ * completion of a UD EP is under OFED; a plain receive completion else. */
+static inline void zd_shm_recv_fail(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
+				    DAT_DTO_COMPLETION_STATUS st)
+{
+	if (!qp->recv_cq)
+		return;
+	if (qp->ud)
+		zd_evd_cq_post_ext(qp->recv_cq->soft.local, qp->recv_cq->soft.evd, qp->ep, cookie,
+				   st, 0, (DAT_DTOS)DAT_IB_DTO_RECV_UD, 0);
+	else
+		zd_shm_cq_complete(qp->recv_cq, qp->ep, cookie, st, 0, DAT_DTO_RECEIVE);
+}
+
 /* A request completion of this process into @cq (any thread): straight
  * into the EVD ring when the local ring is drained (zd_evd_cq_post_direct
  * has the ordering argument).  Request completions have no other source,

@@ -719,9 +719,7 @@ DAT_RETURN zd_shm_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPL
 
 static void recv_flushed(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie, int st)
 {
-	if (qp->recv_cq)
-		zd_shm_cq_complete(qp->recv_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st, 0,
-				   DAT_DTO_RECEIVE);
+	zd_shm_recv_fail(qp, cookie, (DAT_DTO_COMPLETION_STATUS)st);
 }
 
 DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

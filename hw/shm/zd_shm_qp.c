@@ -270,9 +270,7 @@ void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final)
 				continue;
 			if (atomic_compare_exchange_strong(&s->slots[i].state, &w,
 							   zd_shm_slot_word(w >> 24, 0, ZD_SHM_SLOT_FREE)))
-				if (qp->recv_cq)
-					zd_shm_cq_complete(qp->recv_cq, qp->ep, s->cookie[i],
-							   DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE);
+				zd_shm_recv_fail(qp, s->cookie[i], DAT_DTO_ERR_FLUSHED);
 		}
 		return;
 	}
@@ -289,10 +287,8 @@ void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final)
 
 			if (atomic_compare_exchange_strong(&s->state, &w,
 					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED))) {
-				if (qp->recv_cq)
-					zd_shm_cq_complete(qp->recv_cq, qp->ep,
-							   qp->rq_cookie[pos & (qp->rq_depth - 1)],
-							   DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE);
+				zd_shm_recv_fail(qp, qp->rq_cookie[pos & (qp->rq_depth - 1)],
+						 DAT_DTO_ERR_FLUSHED);
 				break;
 			}
 		}

@@ -423,6 +423,16 @@ static inline void zd_tcp_recv_complete(struct zd_tcp_qp *qp, DAT_DTO_COOKIE coo
 				   DAT_DTO_RECEIVE);
 }
 
+/* A receive completes in error or flushed (no bytes): a DAT_IB_DTO_EVENT
+ * (DAT_IB_DTO_RECV_UD) for a UD QP, as every receive completion of a UD
+ * EP is under OFED; a plain receive completion else. */
+static inline void zd_tcp_recv_fail(struct zd_tcp_qp *qp, DAT_DTO_COOKIE cookie, uint32_t st)
+{
+	if (qp->recv_cq)
+		zd_tcp_cq_complete(qp->recv_cq, qp->ep, cookie, (DAT_DTO_COMPLETION_STATUS)st, 0,
+				   qp->ud ? (DAT_DTOS)DAT_IB_DTO_RECV_UD : DAT_DTO_RECEIVE);
+}
+
 /* A receive consumed by a WRITE_IMM completes (DAT_IB_DTO_RECV_IMMED,
  * the write's length, @imm) on the recv EVD (if any). */
 static inline void zd_tcp_recv_complete_imm(struct zd_tcp_qp *qp, DAT_DTO_COOKIE cookie,

@@ -96,7 +96,7 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 	atomic_store(&qp->rx_stalled, 0);
 	/* A receive taken for a payload that never came whole. */
 	if (qp->rx_kind == ZD_TCP_RX_RECV || qp->rx_kind == ZD_TCP_RX_WRITE_IMM) {
-		zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_ERR_FLUSHED, 0);
+		zd_tcp_recv_fail(qp, qp->rx_recv.cookie, DAT_DTO_ERR_FLUSHED);
 		qp->rx_kind = ZD_TCP_RX_NONE;
 	}
 	qp->rx_in_payload = false;
@@ -113,8 +113,7 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 	tail = atomic_load_explicit(&qp->rq_tail, memory_order_seq_cst);
 	head = atomic_load_explicit(&qp->rq_head, memory_order_relaxed);
 	for (; head < tail; head++)
-		zd_tcp_recv_complete(qp, qp->rq[head & (qp->rq_depth - 1)].cookie,
-				     DAT_DTO_ERR_FLUSHED, 0);
+		zd_tcp_recv_fail(qp, qp->rq[head & (qp->rq_depth - 1)].cookie, DAT_DTO_ERR_FLUSHED);
 	atomic_store_explicit(&qp->rq_head, head, memory_order_release);
 
 	tail = atomic_load_explicit(&qp->sq_tail, memory_order_acquire);

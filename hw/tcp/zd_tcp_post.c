@@ -166,9 +166,7 @@ DAT_RETURN zd_tcp_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 				    qp->rq[tail & (qp->rq_depth - 1)].seg, &total))) {
 		/* As the shm device: the receive completes in error and the
 		 * QP goes to error. */
-		if (qp->recv_cq)
-			zd_tcp_cq_complete(qp->recv_cq, ep, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0,
-					   DAT_DTO_RECEIVE);
+		zd_tcp_recv_fail(qp, cookie, DAT_DTO_ERR_LOCAL_PROTECTION);
 		atomic_store(&qp->error, 1);
 		zd_tcp_qp_progress(qp, ZD_TCP_W_FLUSH);
 		return DAT_SUCCESS;

@@ -359,7 +359,7 @@ static bool ud_rx_one(struct zd_tcp_qp *qp)
 		 * is still first in the socket), but is returned flushed if
 		 * the kernel says otherwise. */
 		if (r == &taken)
-			zd_tcp_recv_complete(qp, taken.cookie, DAT_DTO_ERR_FLUSHED, 0);
+			zd_tcp_recv_fail(qp, taken.cookie, DAT_DTO_ERR_FLUSHED);
 		return false;
 	}
 	if (ZD_UNLIKELY(m.msg_controllen))
@@ -368,7 +368,7 @@ static bool ud_rx_one(struct zd_tcp_qp *qp)
 	if (ZD_UNLIKELY(verdict != ZD_TCP_UD_OK)) {
 		/* Not ours: the receive (if any) stays posted. */
 		if (r == &taken)
-			zd_tcp_recv_complete(qp, taken.cookie, DAT_DTO_ERR_FLUSHED, 0);
+			zd_tcp_recv_fail(qp, taken.cookie, DAT_DTO_ERR_FLUSHED);
 		drop_bad(qp, verdict);
 		return true;
 	}

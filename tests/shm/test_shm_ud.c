@@ -711,6 +711,20 @@ Test(ud, completion_flags_and_local_protection)
 	expect_sent(&a, ea, 6, DAT_DTO_SUCCESS, 16);
 	expect_datagram(&b, eb, 3, 12288, 16, 4);
 	expect_none(a.req);
+	/* A receive with a bad key fails, and the QP with it (as an HCA's):
+	 * the next receive is flushed; both DAT_IB_DTO_RECV_UD events. */
+	s = seg(&b, 0, GRH + 16);
+	s.lmr_context ^= 0x5a5a00;
+	CHK_RET(dat_ep_post_recv(eb, 1, &s, cookie(7), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	ud_recv(&b, eb, 4096, GRH + 16, 8);
+	for (uint64_t ck = 7; ck <= 8; ck++) {
+		DAT_DTO_COMPLETION_EVENT_DATA d = ud_dto(b.rcv, DAT_IB_UD_RECV);
+
+		CHK(d.ep_handle == eb && d.user_cookie.as_64 == ck);
+		CHK(d.operation == (DAT_DTOS)DAT_IB_DTO_RECV_UD && d.transfered_length == 0);
+		CHK(d.status == (ck == 7 ? DAT_DTO_ERR_LOCAL_PROTECTION : DAT_DTO_ERR_FLUSHED));
+	}
+	expect_none(b.rcv);
 	udn_close(&a);
 	udn_close(&b);
 }
@@ -750,8 +764,10 @@ Test(ud, ep_free_with_receives_posted_and_stale_handles)
 	/* Six receives still posted: the free succeeds and flushes them. */
 	CHK_RET(dat_ep_free(eb), DAT_SUCCESS);
 	for (int i = 2; i < 8; i++) {
-		d = ud_dto(b.rcv, -1);
+		/* As every receive completion of a UD EP: DAT_IB_DTO_RECV_UD. */
+		d = ud_dto(b.rcv, DAT_IB_UD_RECV);
 		CHK(d.status == DAT_DTO_ERR_FLUSHED && d.user_cookie.as_64 == (uint64_t)i);
+		CHK(d.operation == (DAT_DTOS)DAT_IB_DTO_RECV_UD && d.transfered_length == 0);
 	}
 	expect_none(b.rcv);
 

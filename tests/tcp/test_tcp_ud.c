@@ -225,22 +225,26 @@ static void recv_check(struct peer *p, DAT_EP_HANDLE ep, uint64_t cookie, size_t
 	CHK(memcmp(p->buf + off + GRH, want, len) == 0);
 }
 
-/* The next completion of @evd, a plain DTO event (a receive failing its
- * local checks, or flushed) with @cookie: its status. */
-static int plain_status(DAT_EVD_HANDLE evd, uint64_t cookie)
+/* The next completion of @evd, a receive failing its local checks or
+ * flushed, with @cookie: its status.  As every receive completion of a
+ * UD EP under OFED, a DAT_IB_DTO_EVENT (DAT_IB_DTO_RECV_UD) in error. */
+static int recv_fail_status(DAT_EVD_HANDLE evd, uint64_t cookie)
 {
 	DAT_EVENT ev;
 	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
 
-	CHK(wait_ev(evd, 10 * SEC, &ev) == DAT_DTO_COMPLETION_EVENT);
+	CHK(wait_ev(evd, 10 * SEC, &ev) == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT);
+	CHK(d->operation == (DAT_DTOS)DAT_IB_DTO_RECV_UD);
+	CHK(ext(&ev)->type == DAT_IB_UD_RECV && ext(&ev)->status == DAT_IB_OP_ERR);
 	CHK(d->user_cookie.as_64 == cookie);
+	CHK(d->status != DAT_DTO_SUCCESS && d->transfered_length == 0);
 	return d->status;
 }
 
 /* A receive flushed when its EP went away (or broke). */
 static void flushed(DAT_EVD_HANDLE evd, uint64_t cookie)
 {
-	CHK(plain_status(evd, cookie) == DAT_DTO_ERR_FLUSHED);
+	CHK(recv_fail_status(evd, cookie) == DAT_DTO_ERR_FLUSHED);
 }
 
 /* Nothing on @evd right now (and a poll that drives manual progress). */
@@ -945,7 +949,7 @@ Test(tcp_ud, bad_lkeys, .timeout = 60)
 	iov = seg(&b, 0, 200);
 	iov.lmr_context ^= 0x5a5a0;
 	post_recv(eb, 1, &iov, 5);
-	CHK(plain_status(b.rcv, 5) == DAT_DTO_ERR_LOCAL_PROTECTION);
+	CHK(recv_fail_status(b.rcv, 5) == DAT_DTO_ERR_LOCAL_PROTECTION);
 	post_recvs(&b, eb, 1, 0, 0, 200, 6);
 	flushed(b.rcv, 6);
 	iov = seg(&b, 0, 10);
