@@ -176,15 +176,37 @@ static inline void zd_evd_ev_set_solicited(DAT_EVENT *ev, bool solicited)
 	memcpy((char *)ev + sizeof(DAT_EVENT_NUMBER), &v, sizeof(v));
 }
 
+/* A successful receive completion: a plain DAT_DTO_RECEIVE, or a
+ * DAT_IB_DTO_EVENT of an extension operation that consumed a receive (a
+ * write's or a send's immediate data, a datagram). */
+static inline bool zd_evd_ev_is_recv_ok(const DAT_EVENT *e)
+{
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &e->event_data.dto_completion_event_data;
+
+	if (d->status != DAT_DTO_SUCCESS)
+		return false;
+	if (e->event_number == DAT_DTO_COMPLETION_EVENT)
+		return d->operation == DAT_DTO_RECEIVE;
+	if (e->event_number != (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT)
+		return false;
+	switch ((int)d->operation) {
+	case DAT_IB_DTO_RECV_IMMED:
+	case DAT_IB_DTO_RECV_MSG_IMMED:
+	case DAT_IB_DTO_RECV_UD:
+	case DAT_IB_DTO_RECV_UD_IMMED:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* True when a consumer waiting in solicited mode is woken by @ev: all but
  * successful receive completions that are not marked solicited. */
 static inline bool zd_evd_ev_notifies(const DAT_EVENT *e, bool marks)
 {
 	uint32_t v;
 
-	if (!marks || e->event_number != DAT_DTO_COMPLETION_EVENT ||
-	    e->event_data.dto_completion_event_data.operation != DAT_DTO_RECEIVE ||
-	    e->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+	if (!marks || !zd_evd_ev_is_recv_ok(e))
 		return true;
 	memcpy(&v, (const char *)e + sizeof(DAT_EVENT_NUMBER), sizeof(v));
 	return v == ZD_EVD_SOLICITED_MAGIC;

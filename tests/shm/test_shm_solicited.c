@@ -3,13 +3,15 @@
  * (dat_ep_create(3DAT)): a consumer in dat_evd_wait (threshold 1) is woken
  * by a receive whose sender posted DAT_COMPLETION_SOLICITED_WAIT_FLAG, or
  * by an error, not by a plain receive; every completion is still queued,
- * in order. */
+ * in order.  The receive a write with immediate data consumes counts as a
+ * receive (solicited if its writer asked). */
 #include <poll.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "zd_shm_test.h"
+#include <dat2/dat_ib_extensions.h>
 
 TestSuite(shm_solicited, .init = t_need_conf, .timeout = 60);
 
@@ -149,6 +151,64 @@ Test(shm_solicited, plain_receive_does_not_wake_solicited_does)
 	cr_assert_eq(T_TYPE(dat_evd_wait(B.rcv, 200 * 1000, 1, &w.ev, &w.nmore)),
 		     DAT_TIMEOUT_EXPIRED);
 	t_expect(B.rcv, eb, 2, DAT_DTO_SUCCESS, DAT_DTO_RECEIVE, LEN);
+	teardown();
+}
+
+/* A write with immediate data (@n bytes of src[3] to dst[3], or none) whose
+ * receive completion is a DAT_IB_DTO_EVENT; its own completion at A. */
+static void write_imm_msg(int n, uint64_t ck, uint32_t imm, DAT_COMPLETION_FLAGS flags)
+{
+	DAT_LMR_TRIPLET s = t_seg(ka, src[3], LEN);
+	DAT_RMR_TRIPLET r = t_rseg(kb, dst[3], LEN);
+	DAT_EVENT ev;
+
+	cr_assert_eq(dat_ib_post_rdma_write_immed(ea, n, &s, t_cookie(ck), &r, imm, flags),
+		     DAT_SUCCESS);
+	ev = t_next_event(A.req);
+	cr_assert_eq((int)ev.event_number, DAT_IB_DTO_EVENT);
+	cr_assert_eq(ev.event_data.dto_completion_event_data.user_cookie.as_64, ck);
+	cr_assert_eq(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+}
+
+/* The receive completion of a write with immediate data: cookie @ck. */
+static void expect_recv_imm(const DAT_EVENT *ev, uint64_t ck, uint32_t imm)
+{
+	const DAT_IB_EXTENSION_EVENT_DATA *x = (const void *)ev->event_extension_data;
+
+	cr_assert_eq((int)ev->event_number, DAT_IB_DTO_EVENT);
+	cr_assert_eq((int)ev->event_data.dto_completion_event_data.operation,
+		     DAT_IB_DTO_RECV_IMMED);
+	cr_assert_eq(ev->event_data.dto_completion_event_data.user_cookie.as_64, ck);
+	cr_assert_eq(ev->event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+	cr_assert_eq((uint32_t)x->val.immed.data, imm);
+}
+
+Test(shm_solicited, write_imm_receive_wakes_only_when_solicited)
+{
+	struct waiter w;
+
+	setup(true);
+	wait_start(&w, B.rcv);
+	write_imm_msg(1, 200, 0x11, DAT_COMPLETION_DEFAULT_FLAG);
+	cr_assert_not(wait_returns_within(&w, 400),
+		      "an unsolicited write-immediate's receive woke a solicited waiter");
+	write_imm_msg(0, 201, 0x22, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
+	wait_woken(&w, "a solicited write-immediate's receive did not wake the waiter");
+	/* In order: the unsolicited one first, the solicited one queued. */
+	expect_recv_imm(&w.ev, 0, 0x11);
+	cr_assert_eq(w.nmore, 1);
+	cr_assert_str_eq(dst[3], "message 3");
+	cr_assert_eq(dat_evd_wait(B.rcv, 0, 1, &w.ev, &w.nmore), DAT_SUCCESS);
+	expect_recv_imm(&w.ev, 1, 0x22);
+	t_none(B.rcv);
+
+	/* An unsolicited one alone, there before the wait: it times out,
+	 * the event is queued. */
+	write_imm_msg(0, 202, 0x33, DAT_COMPLETION_DEFAULT_FLAG);
+	cr_assert_eq(T_TYPE(dat_evd_wait(B.rcv, 200 * 1000, 1, &w.ev, &w.nmore)),
+		     DAT_TIMEOUT_EXPIRED);
+	w.ev = t_next_event(B.rcv);
+	expect_recv_imm(&w.ev, 2, 0x33);
 	teardown();
 }
 
