@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 #include "dat_peer.h"
-#include <dat2/dat_ib_extensions.h>  /* after udat.h (dat_peer.h) */
+#include "ud_peer.h"
 #include "hw/tcp/zd_tcp_ud_wire.h"
 
 static const struct peer_dev tcp_thread = { .ia = "zdapl-tcp-lo-thread" };
@@ -26,11 +26,6 @@ static const struct peer_dev tcp_manual = { .ia = "zdapl-tcp-lo-manual" };
 
 #define GRH    40                        /* ZD_UD_GRH_BYTES */
 #define UD_MAX ZD_TCP_UD_MAX_PAYLOAD     /* the device's max_ud_payload */
-
-static DAT_IB_EXTENSION_EVENT_DATA *ext(DAT_EVENT *ev)
-{
-	return (DAT_IB_EXTENSION_EVENT_DATA *)ev->event_extension_data;
-}
 
 /* A UD EP of @p (on @srq unless NULL) for datagrams up to @max bytes. */
 static DAT_EP_HANDLE ud_ep_max(struct peer *p, DAT_SRQ_HANDLE srq, DAT_VLEN max)
@@ -53,100 +48,6 @@ static DAT_EP_HANDLE ud_ep_max(struct peer *p, DAT_SRQ_HANDLE srq, DAT_VLEN max)
 static DAT_EP_HANDLE ud_ep(struct peer *p)
 {
 	return ud_ep_max(p, DAT_HANDLE_NULL, 4096);
-}
-
-/* ---- the address exchange ---- */
-
-/* Active side: asks the UD PSP @port on this host for its QP, tagged @tag
- * (4 bytes of private data, which the acceptor echoes). */
-static void ud_connect(DAT_EP_HANDLE ep, DAT_CONN_QUAL port, uint32_t tag)
-{
-	struct sockaddr_in sa;
-	uint32_t pd = htonl(tag);
-
-	CHK_RET(dat_ep_connect(ep, loopback(&sa), port, 10 * SEC, 4, &pd, DAT_QOS_BEST_EFFORT,
-			       DAT_CONNECT_DEFAULT_FLAG),
-		DAT_SUCCESS);
-}
-
-/* Passive side: the next UD request on @p's CR EVD, accepted on
- * @eps[its tag] with the tag echoed; the tag. */
-static uint32_t ud_accept(struct peer *p, DAT_EP_HANDLE *eps, uint32_t neps)
-{
-	DAT_EVENT ev;
-	DAT_CR_PARAM cp;
-	DAT_CR_HANDLE cr;
-	uint32_t tag;
-
-	CHK(wait_ev(p->n.cr_evd, 10 * SEC, &ev) ==
-	    (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REQUEST_EVENT);
-	CHK(ext(&ev)->type == DAT_IB_UD_CONNECT_REQUEST);
-	cr = ev.event_data.cr_arrival_event_data.cr_handle;
-	CHK_RET(dat_cr_query(cr, DAT_CR_FIELD_ALL, &cp), DAT_SUCCESS);
-	CHK(cp.private_data_size == 4);
-	memcpy(&tag, cp.private_data, 4);
-	tag = ntohl(tag);
-	CHK(tag < neps);
-	CHK_RET(dat_cr_accept(cr, eps[tag], 4, cp.private_data), DAT_SUCCESS);
-	return tag;
-}
-
-/* One DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED. */
-struct ud_est {
-	DAT_EP_HANDLE ep;
-	DAT_IB_ADDR_HANDLE ah;
-	uint64_t cm;
-	int active;                     /* DAT_IB_UD_REMOTE_AH (else PASSIVE_) */
-	uint32_t tag;                   /* active: the acceptor's echo */
-};
-
-static struct ud_est ud_established(struct peer *p)
-{
-	DAT_EVENT ev;
-	DAT_IB_EXTENSION_EVENT_DATA *x = ext(&ev);
-	const DAT_CONNECTION_EVENT_DATA *c = &ev.event_data.connect_event_data;
-	struct ud_est e;
-
-	CHK(wait_ev(p->n.conn_evd, 10 * SEC, &ev) ==
-	    (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED);
-	CHK(x->status == DAT_OP_SUCCESS);
-	CHK(x->type == DAT_IB_UD_REMOTE_AH || x->type == DAT_IB_UD_PASSIVE_REMOTE_AH);
-	memset(&e, 0, sizeof(e));
-	e.active = x->type == DAT_IB_UD_REMOTE_AH;
-	e.ep = c->ep_handle;
-	e.ah = x->remote_ah;
-	e.cm = x->context.as_64;
-	CHK(e.ah.ah != NULL && e.cm != 0);
-	if (e.active) {
-		CHK(c->private_data_size == 4 && c->private_data);
-		memcpy(&e.tag, c->private_data, 4);
-		e.tag = ntohl(e.tag);
-	}
-	return e;
-}
-
-/* In one process: @ea of @a learns @eb of @b (*ab) and @eb learns @ea
- * (*ba), with their CM handles freed. */
-static void ud_pair(struct peer *a, DAT_EP_HANDLE ea, struct peer *b, DAT_EP_HANDLE eb,
-		    DAT_IB_ADDR_HANDLE *ab, DAT_IB_ADDR_HANDLE *ba)
-{
-	DAT_CONN_QUAL port;
-	DAT_PSP_HANDLE psp;
-	struct ud_est e;
-
-	CHK_RET(dat_psp_create_any(b->n.ia, &port, b->n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
-		DAT_SUCCESS);
-	ud_connect(ea, port, 0);
-	ud_accept(b, &eb, 1);
-	e = ud_established(a);
-	CHK(e.active && e.ep == ea && e.tag == 0);
-	*ab = e.ah;
-	CHK_RET(dat_ib_ud_cm_free(ea, (DAT_CONTEXT){ .as_64 = e.cm }), DAT_SUCCESS);
-	e = ud_established(b);
-	CHK(!e.active && e.ep == eb);
-	*ba = e.ah;
-	CHK_RET(dat_ib_ud_cm_free(eb, (DAT_CONTEXT){ .as_64 = e.cm }), DAT_SUCCESS);
-	CHK_RET(dat_psp_free(psp), DAT_SUCCESS);
 }
 
 /* Two peers of one process on @dev (two IAs). */
