@@ -410,6 +410,8 @@ void zd_shm_srq_check_lw(struct zd_shm_srq *s);
 zd_device_post_send_fn zd_shm_post_send;
 zd_device_post_recv_fn zd_shm_post_recv;
 zd_device_post_rdma_write_fn zd_shm_post_rdma_write;
+DAT_RETURN zd_shm_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				      DAT_COMPLETION_FLAGS flags);

@@ -126,6 +126,7 @@ static const struct zd_device_ops zd_shm_ops = {
 	.ud_ah_create = zd_shm_ud_ah_create,
 	.ud_ah_destroy = zd_shm_ud_ah_destroy,
 	.post_send_ud = zd_shm_post_send_ud,
-	.dat_entries = { .ep_post_rdma_write = zd_shm_dat_post_rdma_write },
+	.dat_entries = { .ep_post_send = zd_shm_dat_post_send,
+			 .ep_post_rdma_write = zd_shm_dat_post_rdma_write },
 };
 ZD_DEVICE_REGISTER(zd_shm_ops)

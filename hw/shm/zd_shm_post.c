@@ -596,10 +596,26 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, D
 	return DAT_SUCCESS;
 }
 
+static ZD_ALWAYS_INLINE DAT_RETURN post_send(struct zd_ep *ep, DAT_COUNT n,
+					      const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+					      DAT_COMPLETION_FLAGS flags)
+{
+	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, NULL, flags);
+}
+
 DAT_RETURN zd_shm_post_send(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 			    DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	return post_request(ep, DAT_DTO_SEND, n, iov, cookie, NULL, NULL, flags);
+	return post_send(ep, n, iov, cookie, flags);
+}
+
+/* dat_ep_post_send with the send inlined (zd_device_ops.dat_entries,
+ * core/zd_dto_entry.h): no indirect call, and the EP's post counters
+ * counted in the same function. */
+DAT_RETURN zd_shm_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_send_entry(h, n, iov, cookie, flags, post_send);
 }
 
 static __attribute__((noinline)) DAT_RETURN
