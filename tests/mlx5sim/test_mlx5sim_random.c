@@ -229,7 +229,11 @@ static void run(uint64_t seed, int steps)
 
 	zd_mlx5sim_nic_stats(na, &st);
 	cr_assert_geq(st.wqes, (uint64_t)steps);
-	cr_assert_gt(st.bf_checked, 0);
+	/* How many BlueFlame copies the NIC could check depends on timing (a
+	 * copy is checked only if the engine sees it before the next one
+	 * overwrites it; under ASan on a loaded host a short run may check
+	 * none): test_mlx5sim_ops asserts the checker works; here any copy
+	 * checked must match. */
 	cr_log_info("seed %#llx: %llu WQEs, %llu BlueFlame copies checked, %u sends, %llu RNR\n",
 		    (unsigned long long)seed, (unsigned long long)st.wqes,
 		    (unsigned long long)st.bf_checked, sends, (unsigned long long)st.rnr_retries);
