@@ -99,8 +99,10 @@ static ZD_ALWAYS_INLINE uint64_t zd_ext_va_slot(struct zd_ext_va *v)
 	})
 
 /* dat_ib_post_rdma_write_immed: the write's folded test (zd_request_fast_ok,
- * zd_ep_post_rdma_entry) and an RC EP; @post: the device's op, or NULL for
- * the EP's device ops. */
+ * zd_ep_post_rdma_entry); @post: the device's op, or NULL for the EP's
+ * device ops.  Connected implies RC: a UD EP is never CONNECTED (its
+ * address exchanges leave its state alone, zd_ud_cm.c) and the service
+ * type changes only before a connection (zd_ep_modify.c). */
 static ZD_ALWAYS_INLINE DAT_RETURN
 zd_ep_post_rdma_write_imm_entry(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
 				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, uint32_t imm,
@@ -112,7 +114,7 @@ zd_ep_post_rdma_write_imm_entry(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIP
 	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
 					 zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov),
 					 flags) &&
-		      remote != NULL && ep->attr.service_type == DAT_SERVICE_TYPE_RC)) {
+		      remote != NULL)) {
 		zd_device_post_rdma_write_imm_fn *fn =
 			post ? post : ep->obj.ia->dev->post_rdma_write_imm;
 
@@ -128,7 +130,8 @@ zd_ep_post_rdma_write_imm_entry(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIP
 }
 
 /* dat_ib_post_fetch_and_add (@op DAT_IB_DTO_FETCH_ADD) and
- * dat_ib_post_cmp_and_swap: the request's folded test, an RC EP, and the
+ * dat_ib_post_cmp_and_swap: the request's folded test (connected: RC, as
+ * above), and the
  * 8-byte word: the local segment holds it, the remote one is aligned and
  * holds it.  @post as above. */
 static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_atomic_entry(DAT_EP_HANDLE h, DAT_DTOS op,
@@ -142,8 +145,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_atomic_entry(DAT_EP_HANDLE h, DAT_
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
 
 	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_ok(ep, 1, local, 1, flags)) &&
-	    ZD_LIKELY(remote != NULL && ep->attr.service_type == DAT_SERVICE_TYPE_RC &&
-		      local->segment_length >= ZD_ATOMIC_BYTES &&
+	    ZD_LIKELY(remote != NULL && local->segment_length >= ZD_ATOMIC_BYTES &&
 		      remote->virtual_address % ZD_ATOMIC_BYTES == 0 &&
 		      remote->segment_length >= ZD_ATOMIC_BYTES)) {
 		zd_device_post_atomic_fn *fn = post ? post : ep->obj.ia->dev->post_atomic;
