@@ -4,13 +4,16 @@
  * 4-byte tag, dat_cr_accept of the DAT_IB_UD_CONNECTION_REQUEST_EVENT on
  * the EP the tag names, and the DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED
  * each side gets (address handle, CM handle, the acceptor's echo).
- * Include after dat_peer.h.
+ * Then datagrams: posting one, and checking the send and receive
+ * completions (DAT_IB_DTO_EVENTs).  Include after dat_peer.h.
  */
 #ifndef UD_PEER_H
 #define UD_PEER_H
 
 #include <stdbool.h>
 #include <dat2/dat_ib_extensions.h>  /* after udat.h (dat_peer.h) */
+
+#define GRH 40                  /* ZD_UD_GRH_BYTES: in front of each datagram received */
 
 static DAT_IB_EXTENSION_EVENT_DATA *ext(DAT_EVENT *ev)
 {
@@ -107,6 +110,66 @@ static void ud_pair(struct peer *a, DAT_EP_HANDLE ea, struct peer *b, DAT_EP_HAN
 	*ba = e.ah;
 	CHK_RET(dat_ib_ud_cm_free(eb, (DAT_CONTEXT){ .as_64 = e.cm }), DAT_SUCCESS);
 	CHK_RET(dat_psp_free(psp), DAT_SUCCESS);
+}
+
+/* ---- datagrams ---- */
+
+static DAT_RETURN send_ud(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+			  DAT_IB_ADDR_HANDLE *ah, uint64_t cookie, DAT_COMPLETION_FLAGS flags)
+{
+	DAT_DTO_COOKIE c = { .as_64 = cookie };
+
+	return dat_ib_post_send_ud(ep, n, iov, ah, c, flags);
+}
+
+/* The next completion on @evd, which must be an extension event of @op
+ * (DAT_IB_DTO_SEND_UD/RECV_UD) for @ep with @cookie (unless ~0): its
+ * status, its length into *len. */
+static int ud_wait(DAT_EVD_HANDLE evd, DAT_DTOS op, DAT_EP_HANDLE ep, uint64_t cookie,
+		   DAT_COUNT *len)
+{
+	DAT_EVENT ev;
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+
+	CHK(wait_ev(evd, 10 * SEC, &ev) == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT);
+	CHK(d->operation == op);
+	CHK(ext(&ev)->type == (op == (DAT_DTOS)DAT_IB_DTO_SEND_UD ? DAT_IB_UD_SEND : DAT_IB_UD_RECV));
+	CHK(ext(&ev)->status == (d->status == DAT_DTO_SUCCESS ? DAT_OP_SUCCESS : DAT_IB_OP_ERR));
+	CHK(d->ep_handle == ep);
+	if (cookie != ~0ull && d->user_cookie.as_64 != cookie) {
+		fprintf(stderr, "cookie %llu, expected %llu (status %d)\n",
+			(unsigned long long)d->user_cookie.as_64, (unsigned long long)cookie,
+			d->status);
+		CHK(d->user_cookie.as_64 == cookie);
+	}
+	if (len)
+		*len = (DAT_COUNT)d->transfered_length;
+	return d->status;
+}
+
+/* Sends @len bytes at @off of @p's buffer to @ah; its successful
+ * completion is checked. */
+static void send_ud_wait(struct peer *p, DAT_EP_HANDLE ep, DAT_IB_ADDR_HANDLE *ah, size_t off,
+			 size_t len, uint64_t cookie)
+{
+	DAT_LMR_TRIPLET iov = seg(p, off, len);
+	DAT_COUNT got;
+
+	CHK_RET(send_ud(ep, 1, &iov, ah, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+	CHK(ud_wait(p->req, (DAT_DTOS)DAT_IB_DTO_SEND_UD, ep, cookie, &got) == DAT_DTO_SUCCESS);
+	CHK(got == (DAT_COUNT)len);
+}
+
+/* The next receive completion of @p: success, @cookie, @len payload bytes
+ * at @off + GRH equal to @want. */
+static void recv_check(struct peer *p, DAT_EP_HANDLE ep, uint64_t cookie, size_t off,
+		       const uint8_t *want, size_t len)
+{
+	DAT_COUNT got;
+
+	CHK(ud_wait(p->rcv, (DAT_DTOS)DAT_IB_DTO_RECV_UD, ep, cookie, &got) == DAT_DTO_SUCCESS);
+	CHK(got == (DAT_COUNT)(len + GRH));
+	CHK(memcmp(p->buf + off + GRH, want, len) == 0);
 }
 
 #endif

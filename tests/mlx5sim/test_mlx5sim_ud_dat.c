@@ -23,7 +23,6 @@
 #include "ud_peer.h"
 #include "zdapl/zdapl.h"
 
-#define GRH 40                  /* ZD_UD_GRH_BYTES */
 #define MTU 4096                /* the device's max_ud_payload */
 
 static void *sim_alloc(int kind)
@@ -69,62 +68,6 @@ static DAT_EP_HANDLE ud_ep(struct peer *p)
 }
 
 /* ---- datagrams ---- */
-
-static DAT_RETURN send_ud(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-			  DAT_IB_ADDR_HANDLE *ah, uint64_t cookie, DAT_COMPLETION_FLAGS flags)
-{
-	return dat_ib_post_send_ud(ep, n, iov, ah, (DAT_DTO_COOKIE){ .as_64 = cookie }, flags);
-}
-
-/* The next completion on @evd: a DAT_IB_DTO_EVENT of @op (SEND_UD or
- * RECV_UD) for @ep with @cookie; its status, its length into *len. */
-static int ud_wait(DAT_EVD_HANDLE evd, DAT_DTOS op, DAT_EP_HANDLE ep, uint64_t cookie,
-		   DAT_COUNT *len)
-{
-	DAT_EVENT ev;
-	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
-
-	CHK(wait_ev(evd, 10 * SEC, &ev) == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT);
-	CHK(d->operation == op);
-	CHK(ext(&ev)->type ==
-	    (op == (DAT_DTOS)DAT_IB_DTO_SEND_UD ? DAT_IB_UD_SEND : DAT_IB_UD_RECV));
-	CHK(ext(&ev)->status == (d->status == DAT_DTO_SUCCESS ? DAT_OP_SUCCESS : DAT_IB_OP_ERR));
-	CHK(d->ep_handle == ep);
-	if (d->user_cookie.as_64 != cookie) {
-		fprintf(stderr, "cookie %llu, expected %llu (status %d)\n",
-			(unsigned long long)d->user_cookie.as_64, (unsigned long long)cookie,
-			d->status);
-		CHK(d->user_cookie.as_64 == cookie);
-	}
-	if (len)
-		*len = (DAT_COUNT)d->transfered_length;
-	return d->status;
-}
-
-/* Sends @len bytes at @off of @p's buffer to @ah and checks its send
- * completion. */
-static void send_ud_wait(struct peer *p, DAT_EP_HANDLE ep, DAT_IB_ADDR_HANDLE *ah, size_t off,
-			 size_t len, uint64_t cookie)
-{
-	DAT_LMR_TRIPLET iov = seg(p, off, len);
-	DAT_COUNT got = -1;
-
-	CHK_RET(send_ud(ep, 1, &iov, ah, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
-	CHK(ud_wait(p->req, (DAT_DTOS)DAT_IB_DTO_SEND_UD, ep, cookie, &got) == DAT_DTO_SUCCESS);
-	CHK(got == (DAT_COUNT)len);
-}
-
-/* The next receive completion of @p: success, @cookie, @len payload bytes
- * after the GRH at @off, equal to @want. */
-static void recv_check(struct peer *p, DAT_EP_HANDLE ep, uint64_t cookie, size_t off,
-		       const uint8_t *want, size_t len)
-{
-	DAT_COUNT got = -1;
-
-	CHK(ud_wait(p->rcv, (DAT_DTOS)DAT_IB_DTO_RECV_UD, ep, cookie, &got) == DAT_DTO_SUCCESS);
-	CHK(got == (DAT_COUNT)(len + GRH));
-	CHK(memcmp(p->buf + off + GRH, want, len) == 0);
-}
 
 /* Nothing on @evd for a while. */
 static void evd_quiet(DAT_EVD_HANDLE evd)

@@ -24,7 +24,6 @@
 static const struct peer_dev tcp_thread = { .ia = "zdapl-tcp-lo-thread" };
 static const struct peer_dev tcp_manual = { .ia = "zdapl-tcp-lo-manual" };
 
-#define GRH    40                        /* ZD_UD_GRH_BYTES */
 #define UD_MAX ZD_TCP_UD_MAX_PAYLOAD     /* the device's max_ud_payload */
 
 /* A UD EP of @p (on @srq unless NULL) for datagrams up to @max bytes. */
@@ -64,67 +63,6 @@ static void pair_close(struct peer *a, struct peer *b)
 }
 
 /* ---- datagrams ---- */
-
-static DAT_RETURN send_ud(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-			  DAT_IB_ADDR_HANDLE *ah, uint64_t cookie, DAT_COMPLETION_FLAGS flags)
-{
-	DAT_DTO_COOKIE c = { .as_64 = cookie };
-
-	return dat_ib_post_send_ud(ep, n, iov, ah, c, flags);
-}
-
-/* Sends @len bytes at @off of @p's buffer to @ah; its successful
- * completion is checked. */
-static void send_ud_wait(struct peer *p, DAT_EP_HANDLE ep, DAT_IB_ADDR_HANDLE *ah, size_t off,
-			 size_t len, uint64_t cookie);
-
-/* The next completion on @evd, which must be an extension event of @op
- * (DAT_IB_DTO_SEND_UD/RECV_UD) for @ep with @cookie (unless ~0): its
- * status, its length into *len. */
-static int ud_wait(DAT_EVD_HANDLE evd, DAT_DTOS op, DAT_EP_HANDLE ep, uint64_t cookie,
-		   DAT_COUNT *len)
-{
-	DAT_EVENT ev;
-	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
-
-	CHK(wait_ev(evd, 10 * SEC, &ev) == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT);
-	CHK(d->operation == op);
-	CHK(ext(&ev)->type == (op == (DAT_DTOS)DAT_IB_DTO_SEND_UD ? DAT_IB_UD_SEND : DAT_IB_UD_RECV));
-	CHK(ext(&ev)->status == (d->status == DAT_DTO_SUCCESS ? DAT_OP_SUCCESS : DAT_IB_OP_ERR));
-		CHK(d->ep_handle == ep);
-	if (cookie != ~0ull && d->user_cookie.as_64 != cookie) {
-		fprintf(stderr, "cookie %llu, expected %llu (status %d)\n",
-			(unsigned long long)d->user_cookie.as_64, (unsigned long long)cookie,
-			d->status);
-		CHK(d->user_cookie.as_64 == cookie);
-	}
-	if (len)
-		*len = (DAT_COUNT)d->transfered_length;
-	return d->status;
-}
-
-static void send_ud_wait(struct peer *p, DAT_EP_HANDLE ep, DAT_IB_ADDR_HANDLE *ah, size_t off,
-			 size_t len, uint64_t cookie)
-{
-	DAT_LMR_TRIPLET iov = seg(p, off, len);
-	DAT_COUNT got;
-
-	CHK_RET(send_ud(ep, 1, &iov, ah, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
-	CHK(ud_wait(p->req, (DAT_DTOS)DAT_IB_DTO_SEND_UD, ep, cookie, &got) == DAT_DTO_SUCCESS);
-	CHK(got == (DAT_COUNT)len);
-}
-
-/* The next receive completion of @p: success, @cookie, @len payload bytes
- * at @off + GRH equal to @want. */
-static void recv_check(struct peer *p, DAT_EP_HANDLE ep, uint64_t cookie, size_t off,
-		       const uint8_t *want, size_t len)
-{
-	DAT_COUNT got;
-
-	CHK(ud_wait(p->rcv, (DAT_DTOS)DAT_IB_DTO_RECV_UD, ep, cookie, &got) == DAT_DTO_SUCCESS);
-	CHK(got == (DAT_COUNT)(len + GRH));
-	CHK(memcmp(p->buf + off + GRH, want, len) == 0);
-}
 
 /* The next completion of @evd, a receive failing its local checks or
  * flushed, with @cookie: its status.  As every receive completion of a
