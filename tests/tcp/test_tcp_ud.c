@@ -469,6 +469,91 @@ Test(tcp_ud, handle_errors, .timeout = 60)
 	pair_close(&a, &b);
 }
 
+/* ---- exchanges that fail: reject, the wrong kind of EP, nobody there ---- */
+
+/* The next event on @p's connect EVD: a failed UD exchange of @ep, @type
+ * (REJECT or ERROR) with extension type @xtype. */
+static const DAT_CONNECTION_EVENT_DATA *ud_failed(struct peer *p, DAT_EP_HANDLE ep,
+						   DAT_IB_EVENT_NUMBER type,
+						   DAT_IB_EXT_TYPE xtype, DAT_EVENT *ev)
+{
+	CHK(wait_ev(p->n.conn_evd, 10 * SEC, ev) == (DAT_EVENT_NUMBER)type);
+	CHK(ext(ev)->type == xtype && ext(ev)->status == DAT_IB_OP_ERR);
+	CHK(ev->event_data.connect_event_data.ep_handle == ep);
+	return &ev->event_data.connect_event_data;
+}
+
+Test(tcp_ud, exchange_failures, .timeout = 60)
+{
+	struct peer a, b;
+	DAT_EP_HANDLE ea, eb, rc_a, rc_b;
+	DAT_CONN_QUAL port, gone;
+	DAT_PSP_HANDLE psp, psp2;
+	const DAT_CONNECTION_EVENT_DATA *c;
+	DAT_CR_HANDLE cr;
+	DAT_EVENT ev;
+	struct sockaddr_in sa;
+	uint32_t tag = htonl(7), why = htonl(0xbad);
+
+	pair_open(&a, &b, &tcp_thread);
+	ea = ud_ep(&a);
+	eb = ud_ep(&b);
+	peer_ep(&a, &rc_a, 0);
+	peer_ep(&b, &rc_b, 0);
+	CHK_RET(dat_psp_create_any(b.n.ia, &port, b.n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
+		DAT_SUCCESS);
+
+	/* A UD request is answered by a UD EP only; rejected, the requester
+	 * hears DAT_IB_UD_CONNECTION_REJECT_EVENT with the reject's data. */
+	CHK_RET(dat_ep_connect(ea, loopback(&sa), port, 10 * SEC, 4, &tag, DAT_QOS_BEST_EFFORT,
+			       DAT_CONNECT_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	CHK(wait_ev(b.n.cr_evd, 10 * SEC, &ev) ==
+	    (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REQUEST_EVENT);
+	cr = ev.event_data.cr_arrival_event_data.cr_handle;
+	CHK_RET(dat_cr_accept(cr, rc_b, 0, NULL), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+	CHK_RET(dat_cr_reject(cr, 4, &why), DAT_SUCCESS);
+	c = ud_failed(&a, ea, DAT_IB_UD_CONNECTION_REJECT_EVENT, DAT_IB_UD_CONNECT_REJECT, &ev);
+	CHK(c->private_data_size == 4 && memcmp(c->private_data, &why, 4) == 0);
+
+	/* An RC request is not answered by a UD EP. */
+	CHK_RET(connect_loopback(rc_a, port, 10 * SEC), DAT_SUCCESS);
+	CHK(wait_ev(b.n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
+	cr = ev.event_data.cr_arrival_event_data.cr_handle;
+	CHK_RET(dat_cr_accept(cr, eb, 0, NULL), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+	CHK_RET(dat_cr_reject(cr, 0, NULL), DAT_SUCCESS);
+	CHK(wait_ev(a.n.conn_evd, 10 * SEC, &ev) == DAT_CONNECTION_EVENT_PEER_REJECTED);
+
+	/* Nobody listens: DAT_IB_UD_CONNECTION_ERROR_EVENT once the
+	 * consumer's timeout ends the retries; the EP's state never moved. */
+	CHK_RET(dat_psp_create_any(b.n.ia, &gone, b.n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2),
+		DAT_SUCCESS);
+	CHK_RET(dat_psp_free(psp2), DAT_SUCCESS);
+	CHK_RET(dat_ep_connect(ea, loopback(&sa), gone, SEC / 5, 4, &tag, DAT_QOS_BEST_EFFORT,
+			       DAT_CONNECT_DEFAULT_FLAG),
+		DAT_SUCCESS);
+	ud_failed(&a, ea, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR, &ev);
+	{
+		DAT_EP_STATE st;
+
+		CHK_RET(dat_ep_get_status(ea, &st, NULL, NULL), DAT_SUCCESS);
+		CHK(st == DAT_EP_STATE_UNCONNECTED);
+	}
+
+	/* The EP still exchanges and carries datagrams afterwards. */
+	{
+		DAT_IB_ADDR_HANDLE ab, ba;
+
+		ud_pair(&a, ea, &b, eb, &ab, &ba);
+		post_recvs(&b, eb, 1, 0, 0, 200, 1);
+		fill(a.buf, 64, 3);
+		send_ud_wait(&a, ea, &ab, 0, 64, 2);
+		recv_check(&b, eb, 1, 0, a.buf, 64);
+	}
+	CHK_RET(dat_psp_free(psp), DAT_SUCCESS);
+	pair_close(&a, &b);
+}
+
 /* ---- the largest datagram, and one byte more ---- */
 
 Test(tcp_ud, max_payload, .timeout = 60)
