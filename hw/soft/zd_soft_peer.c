@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "hw/soft/zd_soft_peer.h"
+#include "mem/zd_adopt.h"
 
 /* A chunk mapping replaced (the peer reused the slot) while another thread
  * may still copy through it: unmapped when the peer goes. */
@@ -22,6 +23,14 @@ struct zd_soft_retired {
 	void *base;
 	size_t len;
 };
+
+/* Bytes window @k maps: two windows' worth, within the file. */
+static size_t window_len(uint64_t k)
+{
+	uint64_t off = k << ZD_SOFT_WIN_SHIFT, len = 2ull << ZD_SOFT_WIN_SHIFT;
+
+	return (size_t)(ZD_ADOPT_SPAN - off < len ? ZD_ADOPT_SPAN - off : len);
+}
 
 static int peer_setup(struct zd_soft_peer *p, uint32_t nchunks)
 {
@@ -45,6 +54,16 @@ static void peer_unmap_chunks(struct zd_soft_peer *p)
 		p->retired = r->next;
 		munmap(r->base, r->len);
 		free(r);
+	}
+	for (uint32_t d = 0; d < ZD_SOFT_WIN_DIRS; d++) {
+		struct zd_soft_win_leaf *leaf = p->win[d];
+
+		for (uint32_t i = 0; leaf && i < (1u << ZD_SOFT_WIN_LEAF_BITS); i++)
+			if (leaf->base[i])
+				munmap(leaf->base[i],
+				       window_len((uint64_t)d << ZD_SOFT_WIN_LEAF_BITS | i));
+		free(leaf);
+		p->win[d] = NULL;
 	}
 	free(p->maps);
 	p->maps = NULL;
@@ -180,6 +199,58 @@ out:
 	return ret;
 }
 
+/* Maps window @k of the peer's adoption file (@v), under map_lock. */
+static void *window_map(struct zd_soft_peer *p, const struct zd_soft_chunk_view *v, uint64_t k)
+{
+	struct zd_soft_win_leaf *leaf;
+	struct zd_soft_region r;
+	void *ret = NULL;
+
+	pthread_mutex_lock(&p->map_lock);
+	leaf = p->win[k >> ZD_SOFT_WIN_LEAF_BITS];
+	if (!leaf) {
+		leaf = calloc(1, sizeof(*leaf));
+		if (!leaf)
+			goto out;
+		/* release: the leaf's zeroes before its pointer. */
+		__atomic_store_n(&p->win[k >> ZD_SOFT_WIN_LEAF_BITS], leaf, __ATOMIC_RELEASE);
+	}
+	ret = leaf->base[k & ((1u << ZD_SOFT_WIN_LEAF_BITS) - 1)];
+	if (ret)
+		goto out;
+	if (zd_soft_region_map_peer_at(&r, p->pidfd, v->fd, k << ZD_SOFT_WIN_SHIFT,
+				       window_len(k)) != 0)
+		goto out;
+	ret = r.base;
+	/* release: pairs with the reader's acquire load of the base. */
+	__atomic_store_n(&leaf->base[k & ((1u << ZD_SOFT_WIN_LEAF_BITS) - 1)], ret,
+			 __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&p->map_lock);
+	return ret;
+}
+
+/* Pointer to the peer's adopted [addr, addr + len) through a window. */
+static void *window_ptr(struct zd_soft_peer *p, const struct zd_soft_chunk_view *v,
+			uint64_t addr, uint64_t len)
+{
+	uint64_t k = addr >> ZD_SOFT_WIN_SHIFT;
+	const struct zd_soft_win_leaf *leaf;
+	void *base = NULL;
+
+	if (len > (1ull << ZD_SOFT_WIN_SHIFT) || addr >= ZD_ADOPT_SPAN ||
+	    len > ZD_ADOPT_SPAN - addr)
+		return NULL;
+	/* acquire: pairs with window_map's release stores. */
+	leaf = __atomic_load_n(&p->win[k >> ZD_SOFT_WIN_LEAF_BITS], __ATOMIC_ACQUIRE);
+	if (leaf)
+		base = __atomic_load_n(&leaf->base[k & ((1u << ZD_SOFT_WIN_LEAF_BITS) - 1)],
+				       __ATOMIC_ACQUIRE);
+	if (ZD_UNLIKELY(!base))
+		base = window_map(p, v, k);
+	return base ? (char *)base + (addr - (k << ZD_SOFT_WIN_SHIFT)) : NULL;
+}
+
 void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len)
 {
 	struct zd_soft_chunk_view v;
@@ -191,6 +262,8 @@ void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, ui
 	if (chunk >= p->nchunks || !zd_soft_chunk_read(&p->chunk_tab[chunk], &v) ||
 	    !zd_range_in(v.base, v.len, addr, len))
 		return NULL;
+	if (v.flags & ZD_SOFT_CHUNK_ADOPTED)
+		return window_ptr(p, &v, addr, len);
 	m = &p->maps[chunk];
 	base = map_read(m, &v);
 	if (ZD_UNLIKELY(!base))

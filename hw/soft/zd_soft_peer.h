@@ -6,7 +6,8 @@
  *
  * Address translation (data path, any thread, lock-free): a peer address
  * in one of its published chunks (zd_soft_table.h) becomes a pointer into
- * our mapping of that chunk, made on first touch and kept; in this same
+ * our mapping of that chunk, or of a window of its adoption file (memory
+ * of its own it registered), made on first touch and kept; in this same
  * process it is the address itself; anything else is reached by
  * cross-memory attach only (zd_soft_copy.h).  A dead peer's memory stays
  * mapped until the last reference goes: writes into it are harmless.
@@ -30,6 +31,20 @@ struct zd_soft_chunk_map {
 	uint64_t remote_base;
 };
 
+/*
+ * The peer's adoption file (mem/zd_adopt.h) is mapped in windows: window
+ * k maps file offsets [k, k + 2) GiB, so any access of at most 1 GiB that
+ * starts in [k, k + 1) GiB lies in it.  A two-level table of window bases,
+ * filled on first touch and kept until the peer goes.
+ */
+#define ZD_SOFT_WIN_SHIFT 30
+#define ZD_SOFT_WIN_LEAF_BITS 9
+#define ZD_SOFT_WIN_DIRS (1u << (47 - ZD_SOFT_WIN_SHIFT - ZD_SOFT_WIN_LEAF_BITS))
+
+struct zd_soft_win_leaf {
+	void *base[1u << ZD_SOFT_WIN_LEAF_BITS];
+};
+
 struct zd_soft_peer {
 	struct zd_soft_peer *next;   /* the device's list */
 	unsigned refs;
@@ -43,6 +58,7 @@ struct zd_soft_peer {
 	uint32_t nchunks;
 	struct zd_soft_chunk_map *maps;               /* nchunks, lazily mapped */
 	struct zd_soft_retired *retired;              /* maps replaced while in use */
+	struct zd_soft_win_leaf *win[ZD_SOFT_WIN_DIRS];  /* adoption windows */
 	pthread_mutex_t map_lock;                     /* first mapping of a chunk */
 };
 

@@ -48,6 +48,12 @@ void zd_soft_region_destroy(struct zd_soft_region *r)
 
 int zd_soft_region_map_peer(struct zd_soft_region *r, int pidfd, int fd, size_t size)
 {
+	return zd_soft_region_map_peer_at(r, pidfd, fd, 0, size);
+}
+
+int zd_soft_region_map_peer_at(struct zd_soft_region *r, int pidfd, int fd, uint64_t off,
+			       size_t size)
+{
 	struct stat st;
 	int local, seals;
 
@@ -65,11 +71,13 @@ int zd_soft_region_map_peer(struct zd_soft_region *r, int pidfd, int fd, size_t 
 	/* A region the peer could shrink would SIGBUS us: insist on seals. */
 	seals = fcntl(local, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(local, &st) != 0 ||
-	    (uint64_t)st.st_size < size) {
+	    (uint64_t)st.st_size < off || (uint64_t)st.st_size - off < size) {
 		close(local);
 		return -EINVAL;
 	}
-	r->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+	/* NORESERVE: an adoption window spans mostly holes. */
+	r->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, local,
+		       (off_t)off);
 	close(local);
 	if (r->base == MAP_FAILED) {
 		r->base = NULL;

@@ -11,6 +11,7 @@
 #define ZD_SOFT_REGION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct zd_soft_region {
 	void *base;
@@ -28,6 +29,9 @@ void zd_soft_region_destroy(struct zd_soft_region *r);
  * not sealed against shrinking or is smaller than @size.  The mapping is
  * not inherited by fork() children (MADV_DONTFORK).  0 or -errno. */
 int zd_soft_region_map_peer(struct zd_soft_region *r, int pidfd, int fd, size_t size);
+/* The same for @size bytes at file offset @off (page-aligned). */
+int zd_soft_region_map_peer_at(struct zd_soft_region *r, int pidfd, int fd, uint64_t off,
+			       size_t size);
 void zd_soft_region_unmap(struct zd_soft_region *r);
 
 #endif /* ZD_SOFT_REGION_H */

@@ -5,7 +5,9 @@
  *    from the key), what an RDMA initiator checks an rkey against (key,
  *    bounds, access, protection zone) and where the range lies;
  *  - the chunk table: the owner's memfd chunks (mem/zd_chunk.h), which a
- *    peer maps once and then reaches with plain loads and stores.
+ *    peer maps once and then reaches with plain loads and stores, and its
+ *    adoption file (mem/zd_adopt.h, flag ZD_SOFT_CHUNK_ADOPTED), which a
+ *    peer maps in windows where file offset == the owner's address.
  *
  * Every entry is a seqlock: its owner rewrites it on the control path, one
  * writer at a time (the device's lock), and readers on any thread of any
@@ -24,9 +26,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/zd_compiler.h"
 #include "core/zd_range.h"
+#include "mem/zd_adopt.h"
 
 #define ZD_SOFT_NO_CHUNK UINT32_MAX
+
+/* An MR entry's chunk with this bit names the owner's adoption file,
+ * which holds only the whole pages inside the region (mem/zd_adopt.h):
+ * an access reaching into its first or last partial page goes by
+ * cross-memory attach.  zd_soft_mr_chunk says which applies. */
+#define ZD_SOFT_CHUNK_INTERIOR (1u << 30)
+#define ZD_SOFT_PAGE ZD_ADOPT_PAGE
+
+/* Chunk entry flags. */
+#define ZD_SOFT_CHUNK_ADOPTED (1u << 0) /* the adoption file: base 0, offset == address */
+/* The adoption file's chunk id (pool chunk ids count up from 1). */
+#define ZD_SOFT_ADOPT_ID UINT32_MAX
 
 struct zd_soft_mr_entry {
 	_Atomic uint32_t seq;
@@ -43,7 +59,7 @@ struct zd_soft_chunk_entry {
 	_Atomic uint32_t seq;
 	_Atomic uint32_t id;         /* chunk id, 0 when the slot is empty */
 	_Atomic int32_t fd;          /* the memfd's number in the owner */
-	uint32_t pad;
+	_Atomic uint32_t flags;      /* ZD_SOFT_CHUNK_* */
 	_Atomic uint64_t base;
 	_Atomic uint64_t len;
 } __attribute__((aligned(32)));
@@ -70,14 +86,19 @@ static inline void zd_soft_seq_end(_Atomic uint32_t *seq)
 void zd_soft_mr_publish(struct zd_soft_mr_entry *e, uint32_t key, uint64_t addr, uint64_t len,
 			uint32_t access, uint32_t pz, uint32_t chunk);
 
-/* Publishes chunk @id (memfd @fd, [base, base + len)) in a free slot of
- * @tab; its slot, or -1 when the table is full (peers then reach that
- * memory by cross-memory attach only). */
+/* Publishes chunk @id (memfd @fd, [base, base + len), ZD_SOFT_CHUNK_*
+ * @flags) in a free slot of @tab; its slot, or -1 when the table is full
+ * (peers then reach that memory by cross-memory attach only). */
 int zd_soft_chunk_publish(struct zd_soft_chunk_entry *tab, uint32_t n, uint32_t id, int fd,
-			  uint64_t base, uint64_t len);
+			  uint64_t base, uint64_t len, uint32_t flags);
+/* Publishes this process's adoption file (mem/zd_adopt.h) if adoption is
+ * on; its slot, or -1. */
+int zd_soft_chunk_publish_adopted(struct zd_soft_chunk_entry *tab, uint32_t n);
 /* Clears the slot of chunk @id; 0, or -1 if it is not published. */
 int zd_soft_chunk_retract(struct zd_soft_chunk_entry *tab, uint32_t n, uint32_t id);
-/* The slot of the published chunk holding [addr, addr + len), or NO_CHUNK. */
+/* The slot of the published chunk holding [addr, addr + len), or NO_CHUNK:
+ * the adoption file's (with ZD_SOFT_CHUNK_INTERIOR) when adoption holds
+ * the range's whole pages, else the pool chunk's.  What an MR's entry names (control path: may take a mutex). */
 uint32_t zd_soft_chunk_find(const struct zd_soft_chunk_entry *tab, uint32_t n, uint64_t addr,
 			    uint64_t len);
 
@@ -126,9 +147,25 @@ static inline bool zd_soft_mr_allows(const struct zd_soft_mr_view *v, uint64_t a
 	       zd_range_in(v->addr, v->len, addr, len);
 }
 
+/* The chunk slot through which [addr, addr + len) of the region @v
+ * (already checked to hold it) is reached, or NO_CHUNK. */
+static ZD_ALWAYS_INLINE uint32_t zd_soft_mr_chunk(const struct zd_soft_mr_view *v,
+						  uint64_t addr, uint64_t len)
+{
+	uint64_t lo, hi;
+
+	if (ZD_LIKELY(!(v->chunk & ZD_SOFT_CHUNK_INTERIOR)) || v->chunk == ZD_SOFT_NO_CHUNK)
+		return v->chunk;
+	lo = (v->addr + ZD_SOFT_PAGE - 1) & ~(uint64_t)(ZD_SOFT_PAGE - 1);
+	hi = (v->addr + v->len) & ~(uint64_t)(ZD_SOFT_PAGE - 1);
+	return addr >= lo && addr <= hi && len <= hi - addr ? v->chunk & ~ZD_SOFT_CHUNK_INTERIOR
+							  : ZD_SOFT_NO_CHUNK;
+}
+
 struct zd_soft_chunk_view {
 	uint32_t id;
 	int fd;
+	uint32_t flags;
 	uint64_t base, len;
 };
 
@@ -141,6 +178,7 @@ static inline bool zd_soft_chunk_read(const struct zd_soft_chunk_entry *e,
 
 	v->id = atomic_load_explicit(&e->id, memory_order_relaxed);
 	v->fd = atomic_load_explicit(&e->fd, memory_order_relaxed);
+	v->flags = atomic_load_explicit(&e->flags, memory_order_relaxed);
 	v->base = atomic_load_explicit(&e->base, memory_order_relaxed);
 	v->len = atomic_load_explicit(&e->len, memory_order_relaxed);
 	/* acquire fence: pairs with zd_soft_seq_begin's release fence. */
