@@ -147,6 +147,9 @@ struct zd_device_ops {
 	/* The connection manager listens on every local address (a device
 	 * that reaches only this host) instead of the IA address alone. */
 	int cm_bind_any;
+	/* Peers reach registered memory through shared mappings: registering
+	 * the application's own memory adopts it (mem/zd_adopt.h) first. */
+	int adopts_memory;
 
 	/* ---- control path ---- */
 	/* Validates the device arguments of @params (strictly: a clear one-line

@@ -6,6 +6,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_keys.h"
 #include "core/zd_mem_objs.h"
+#include "mem/zd_adopt.h"
 
 static DAT_RETURN lmr_register(struct zd_ia *ia, struct zd_lmr *lmr)
 {
@@ -74,9 +75,19 @@ DAT_RETURN zd_lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type,
 	lmr->priv = priv;
 	lmr->va_type = va_type;
 
+	/* Shared in place before the device publishes it, so peers find the
+	 * range in shared memory from the first access.  A failure to adopt
+	 * only leaves the slow path. */
+	if (ia->dev->adopts_memory) {
+		lmr->adopt = zd_adopt_acquire(addr, length);
+		if (!lmr->adopt) {
+			ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+			goto err_release;
+		}
+	}
 	ret = zd_keys_assign(ia, &lmr->obj, &lmr->lkey, &lmr->rkey);
 	if (ret != DAT_SUCCESS)
-		goto err_release;
+		goto err_adopt;
 	ret = lmr_register(ia, lmr);
 	if (ret != DAT_SUCCESS)
 		goto err_keys;
@@ -98,6 +109,8 @@ DAT_RETURN zd_lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type,
 
 err_keys:
 	zd_keys_remove(ia, lmr->lkey, lmr->rkey);
+err_adopt:
+	zd_adopt_release(lmr->adopt);
 err_release:
 	zd_obj_release(lmr);
 	return ret;
@@ -133,6 +146,8 @@ void zd_lmr_destroy(struct zd_obj *o)
 	if (ia->dev->mr_deregister)
 		ia->dev->mr_deregister(ia, lmr);
 	zd_keys_remove(ia, lmr->lkey, lmr->rkey);
+	/* After the device stopped reaching it. */
+	zd_adopt_release(lmr->adopt);
 	zd_obj_unref(lmr->pz);
 	if (lmr->parent)
 		zd_obj_unref(lmr->parent);

@@ -22,6 +22,7 @@ struct zd_lmr {
 	uint32_t lkey;                  /* DAT_LMR_CONTEXT */
 	uint32_t rkey;                  /* DAT_RMR_CONTEXT */
 	void *dev_priv;                 /* device registration (ibv_mr, ...) */
+	struct zd_adopt_rec *adopt;     /* the pages' hold (mem/zd_adopt.h), or NULL */
 };
 ZD_OBJ_FITS(LMR, struct zd_lmr);
 

@@ -17,7 +17,7 @@
  * Registration: a backend file includes "hw/mlx5/zd_mlx5.h" (the glue's
  * ops the macro names) and ends with
  *     ZD_MLX5_BACKEND_REGISTER(my_backend, "<device name>", "<adapter name>",
- *                              cm_bind_any)
+ *                              cm_bind_any, adopts_memory)
  * which registers a DAT device (zd_device.h) named "<device name>" whose
  * ops are the mlx5 glue's over this backend.  A name ending in '*' matches
  * every ia_params device word with that prefix ("mlx5_*": mlx5_0, ...).
@@ -214,7 +214,7 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 		.handle_extendedop = zd_mlx5_dat_handle_extendedop, \
 	}
 
-#define ZD_MLX5_BACKEND_REGISTER(be, devname, adapter, bind_any)                 \
+#define ZD_MLX5_BACKEND_REGISTER(be, devname, adapter, bind_any, adopts)        \
 	static DAT_RETURN zd_mlx5_ia_open_##be(struct zd_ia *ia,                 \
 					       const struct zd_ia_params *p)     \
 	{                                                                        \
@@ -224,6 +224,7 @@ DAT_RETURN zd_mlx5_ia_open(struct zd_ia *ia, const struct zd_ia_params *p,
 		.name = (devname),                                               \
 		.adapter_name = (adapter),                                       \
 		.cm_bind_any = (bind_any),                                       \
+		.adopts_memory = (adopts),                                       \
 		.ia_open = zd_mlx5_ia_open_##be,                                 \
 		ZD_MLX5_GLUE_OPS,                                                \
 	};                                                                       \

@@ -667,4 +667,4 @@ static const struct zd_mlx5_backend zd_mlx5_verbs = {
 	.ah_destroy = verbs_ah_destroy,
 };
 
-ZD_MLX5_BACKEND_REGISTER(zd_mlx5_verbs, "mlx5_*", "zdapl-mlx5", 0)
+ZD_MLX5_BACKEND_REGISTER(zd_mlx5_verbs, "mlx5_*", "zdapl-mlx5", 0, 0)

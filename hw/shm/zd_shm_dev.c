@@ -95,6 +95,7 @@ static const struct zd_device_ops zd_shm_ops = {
 	.name = "shm",
 	.adapter_name = "zdapl-shm",
 	.cm_bind_any = 1,  /* processes of this host reach any local address */
+	.adopts_memory = 1,
 	.ia_open = shm_ia_open,
 	.ia_close = shm_ia_close,
 	.mr_register = zd_shm_mr_register,

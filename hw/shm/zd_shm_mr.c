@@ -132,7 +132,7 @@ static int chunk_listener(void *arg, enum zd_chunk_event ev, const struct zd_chu
 	/* A full table leaves the chunk to cross-memory attach. */
 	if (ev == ZD_CHUNK_ADD)
 		zd_soft_chunk_publish(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS, c->id, c->fd,
-				      (uint64_t)(uintptr_t)c->base, c->len);
+				      (uint64_t)(uintptr_t)c->base, c->len, 0);
 	else
 		zd_soft_chunk_retract(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS, c->id);
 	pthread_mutex_unlock(&sia->lock);
@@ -141,7 +141,11 @@ static int chunk_listener(void *arg, enum zd_chunk_event ev, const struct zd_chu
 
 int zd_shm_chunks_start(struct zd_shm_ia *sia)
 {
-	int rc = zd_chunk_add_listener(chunk_listener, sia);
+	int rc;
+
+	/* The application's own memory, shared in place when registered. */
+	zd_soft_chunk_publish_adopted(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS);
+	rc = zd_chunk_add_listener(chunk_listener, sia);
 
 	sia->listening = rc == 0;
 	return rc;

@@ -112,8 +112,7 @@ bool zd_shm_resolve_recv(struct zd_shm_ia *sia, uint32_t pz_id, DAT_COUNT n,
 		    !zd_soft_mr_allows(&v, iov[i].virtual_address, len,
 				       DAT_MEM_PRIV_LOCAL_WRITE_FLAG, pz_id))
 			return false;
-		/* The region's chunk holds every segment inside it. */
-		slot->seg[i].chunk = v.chunk;
+		slot->seg[i].chunk = zd_soft_mr_chunk(&v, iov[i].virtual_address, len);
 		total += len;
 	}
 	slot->nseg = (uint32_t)n;
@@ -181,8 +180,9 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 	*done = total;
 	if (ZD_LIKELY(n == 1)) {
 		/* Same process, or the target lies in a pool chunk we mapped. */
-		void *p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address,
-						total);
+		void *p = zd_soft_peer_ptr_fast(qp->peer,
+						zd_soft_mr_chunk(&v, remote->virtual_address, total),
+						remote->virtual_address, total);
 		void *l = (void *)(uintptr_t)iov->virtual_address;
 
 		if (ZD_LIKELY(p != NULL)) {
@@ -195,7 +195,7 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 	}
 	rseg.addr = remote->virtual_address;
 	rseg.len = (uint32_t)total;
-	rseg.chunk = v.chunk;
+	rseg.chunk = zd_soft_mr_chunk(&v, remote->virtual_address, total);
 	return rdma_copy_sg(qp, write, n, iov, &rseg);
 }
 
@@ -441,7 +441,8 @@ static __attribute__((noinline)) int exec_atomic(struct zd_shm_qp *qp, DAT_DTOS 
 	    !zd_soft_mr_allows(&v, remote->virtual_address, sizeof(old),
 			       DAT_IB_MEM_PRIV_REMOTE_ATOMIC, qp->r_pz_id))
 		return DAT_DTO_ERR_REMOTE_ACCESS;
-	if (zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock, v.chunk,
+	if (zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock,
+				zd_soft_mr_chunk(&v, remote->virtual_address, sizeof(old)),
 				remote->virtual_address,
 				op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP ? apply_cmp_swap : apply_fetch_add,
 				x, &old) != 0)
@@ -664,7 +665,8 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 					   write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
 						 : DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
 		goto any;
-	p = zd_soft_peer_ptr_fast(qp->peer, v.chunk, remote->virtual_address, len);
+	p = zd_soft_peer_ptr_fast(qp->peer, zd_soft_mr_chunk(&v, remote->virtual_address, len),
+				  remote->virtual_address, len);
 	if (ZD_UNLIKELY(!p))
 		goto any;
 	if (write)

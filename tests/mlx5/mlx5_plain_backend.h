@@ -193,6 +193,6 @@ static const struct zd_mlx5_backend plain_be = {
 
 /* Registers the backend as the mlx5 device @devname. */
 #define MLX5_PLAIN_BACKEND_REGISTER(devname, adapter) \
-	ZD_MLX5_BACKEND_REGISTER(plain_be, devname, adapter, 0)
+	ZD_MLX5_BACKEND_REGISTER(plain_be, devname, adapter, 0, 0)
 
 #endif

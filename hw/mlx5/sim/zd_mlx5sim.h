@@ -128,6 +128,10 @@ int zd_mlx5sim_pd_free(struct zd_mlx5sim_nic *nic, uint32_t pdn);   /* -EBUSY wh
  */
 int zd_mlx5sim_chunk_add(struct zd_mlx5sim_nic *nic, void *base, size_t len, int fd);
 int zd_mlx5sim_chunk_remove(struct zd_mlx5sim_nic *nic, void *base);
+/* The process's adoption file (mem/zd_adopt.h): the application's own
+ * registered memory, which peer NICs then reach through windows of it.
+ * 0, or -ENOENT when adoption is off. */
+int zd_mlx5sim_chunk_add_adopted(struct zd_mlx5sim_nic *nic);
 
 /* ibv_reg_mr: lkey == rkey, never MLX5_INVALID_LKEY. */
 int zd_mlx5sim_mr_add(struct zd_mlx5sim_nic *nic, uint32_t pdn, void *addr, uint64_t len,

@@ -9,9 +9,10 @@
  * connection manager binds every local address: the device reaches this
  * host only.
  *
- * Pool chunks (zd_chunk.h) are handed to the NIC as they come and go, so
- * RDMA into a peer's pool memory goes through a mapping of the peer's
- * chunk; everything else goes through process_vm_writev/readv.
+ * Pool chunks (zd_chunk.h) are handed to the NIC as they come and go, and
+ * the adoption file (zd_adopt.h) when the NIC opens, so RDMA into a peer's
+ * pool memory or registered own memory goes through a mapping of the
+ * peer's memfd; everything else goes through process_vm_writev/readv.
  *
  * Backend handles are the model's object numbers (PD, CQ, SRQ numbers, MR
  * keys, QPNs: never 0) carried in the pointer.
@@ -130,7 +131,9 @@ static DAT_RETURN ms_open(const struct zd_ia_params *p, void **ctx, struct zd_ml
 		zd_log_error("mlx5sim: cannot open the software device: %s", strerror(-rc));
 		goto err;
 	}
-	/* Every existing pool chunk first, then each new one. */
+	/* The application's own registered memory, shared in place; then
+	 * every existing pool chunk, and each new one. */
+	zd_mlx5sim_chunk_add_adopted(b->nic);
 	rc = zd_chunk_add_listener(chunk_listener, b);
 	if (rc != 0) {
 		zd_log_error("mlx5sim: cannot follow the memory pool's chunks: %s", strerror(-rc));
@@ -426,4 +429,4 @@ static const struct zd_mlx5_backend zd_mlx5sim_backend = {
 };
 
 /* Processes of this host reach any local address: bind the CM to all. */
-ZD_MLX5_BACKEND_REGISTER(zd_mlx5sim_backend, "mlx5sim", "zdapl-mlx5sim", 1)
+ZD_MLX5_BACKEND_REGISTER(zd_mlx5sim_backend, "mlx5sim", "zdapl-mlx5sim", 1, 1)

@@ -24,9 +24,19 @@ int zd_mlx5sim_chunk_add(struct zd_mlx5sim_nic *nic, void *base, size_t len, int
 	pthread_mutex_lock(&nic->lock);
 	slot = zd_soft_chunk_publish(zd_ms_chunk_ctx(nic->sh, 0), ZD_MS_CHUNKS,
 				     atomic_fetch_add(&next_id, 1), fd, (uint64_t)(uintptr_t)base,
-				     len);
+				     len, 0);
 	pthread_mutex_unlock(&nic->lock);
 	return slot < 0 ? -ENOSPC : 0;
+}
+
+int zd_mlx5sim_chunk_add_adopted(struct zd_mlx5sim_nic *nic)
+{
+	int slot;
+
+	pthread_mutex_lock(&nic->lock);
+	slot = zd_soft_chunk_publish_adopted(zd_ms_chunk_ctx(nic->sh, 0), ZD_MS_CHUNKS);
+	pthread_mutex_unlock(&nic->lock);
+	return slot < 0 ? -ENOENT : 0;
 }
 
 int zd_mlx5sim_chunk_remove(struct zd_mlx5sim_nic *nic, void *base)
@@ -118,7 +128,7 @@ bool zd_ms_mr_check(struct zd_ms_shared *sh, uint32_t key, uint32_t pdn, uint32_
 	    !zd_soft_mr_allows(&v, addr, len, need, pdn))
 		return false;
 	if (chunk)
-		*chunk = v.chunk;
+		*chunk = zd_soft_mr_chunk(&v, addr, len);
 	return true;
 }
 
