@@ -9,9 +9,12 @@
  * The IB extensions' completions -- a write with immediate data or an
  * atomic at the initiator, a receive with immediate data at the target --
  * are DAT_IB_DTO_EVENTs with extension words (zd_dto_event.h): the general
- * loop's alone (their WQEs never carry ZD_MLX5_WR_EVENT, which is all the
- * latency paths take), which also turns an atomic's big-endian old value
- * to host order (req_ext).
+ * loop's (their WQEs never carry ZD_MLX5_WR_EVENT, which is all
+ * zd_mlx5_cq_poll's latency path takes), which also turns an atomic's
+ * big-endian old value to host order (req_ext).  zd_mlx5_cq_poll_one
+ * hands those of successful initiator CQEs straight to the caller as
+ * well: a write with immediate data's inline beside the plain write's
+ * (ZD_MLX5_WR_IMM_EVENT), the others out of line (cq_poll_one_req).
  *
  * Pinned pollers (evd/zd_poller.h): the EVD's poller thread is then the
  * only caller of zd_mlx5_cq_poll for it, and zd_mlx5_cq_poll_one and the
@@ -519,10 +522,9 @@ static __attribute__((noinline)) DAT_RETURN cq_poll_one_slow(struct zd_mlx5_cq_o
 }
 
 /* cq_poll_one's case of a successful requester CQE whose WQE (@wr at @wc
- * of @qp) the latency path does not take: an IB extension operation that
- * wants its event goes straight into @out as well (a write with immediate
- * data, an atomic: the same latency loops); anything else, the ordinary
- * way. */
+ * of @qp) its inline paths do not take: an IB extension operation that
+ * wants its event goes straight into @out as well (an atomic, a UD send:
+ * the same latency loops); anything else, the ordinary way. */
 static __attribute__((noinline)) DAT_RETURN cq_poll_one_req(struct zd_mlx5_cq_obj *cq,
 							   struct zd_evd *evd, DAT_EVENT *out,
 							   struct zd_mlx5_qp *qp,
@@ -539,6 +541,35 @@ static __attribute__((noinline)) DAT_RETURN cq_poll_one_req(struct zd_mlx5_cq_ob
 	if (!zd_dto_ext_known((DAT_DTOS)w.op))
 		__builtin_unreachable();
 	zd_dto_event_fill(out, evd, qp->ep, w.cookie, DAT_DTO_SUCCESS, w.len, (DAT_DTOS)w.op, 0);
+	pass_end(cq, 1);
+	return DAT_SUCCESS;
+}
+
+/* @wr's flags read a second time, after the plain write's test of them: a
+ * relaxed atomic load, which the compiler keeps apart, so that the plain
+ * write's test stays one instruction on memory rather than a load it then
+ * shares with this one. */
+static ZD_ALWAYS_INLINE uint8_t wr_flags_again(const struct zd_mlx5_sq_wr *wr)
+{
+	return __atomic_load_n(&wr->flags, __ATOMIC_RELAXED);
+}
+
+/* cq_poll_one's latency case of a write with immediate data
+ * (ZD_MLX5_WR_IMM_EVENT, the EVD checked): a DAT_IB_DTO_EVENT whose
+ * operation, extension type and status are constants, straight into @out
+ * as a plain write's event is.  Nothing is read from @wr after the
+ * retire. */
+static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_imm(struct zd_mlx5_cq_obj *cq, struct zd_evd *evd,
+						   DAT_EVENT *out, struct zd_mlx5_qp *qp,
+						   const struct zd_mlx5_sq_wr *wr, uint16_t wc)
+{
+	const DAT_DTO_COOKIE cookie = wr->cookie;
+	const uint32_t len = wr->len;
+
+	cq->q.ci++;
+	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	zd_dto_event_fill(out, evd, qp->ep, cookie, DAT_DTO_SUCCESS, len,
+			  (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, 0);
 	pass_end(cq, 1);
 	return DAT_SUCCESS;
 }
@@ -565,7 +596,12 @@ static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_(struct zd_evd *evd, DAT_EVENT *o
 		goto slow;
 	wc = be16toh(cqe->wqe_counter);
 	wr = &qp->sq.wr[wc & qp->sq.mask];
-	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT) || !zd_evd_direct_ok(evd)))
+	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT))) {
+		if ((wr_flags_again(wr) & ZD_MLX5_WR_IMM_EVENT) && zd_evd_direct_ok(evd))
+			return cq_poll_one_imm(cq, evd, out, qp, wr, wc);
+		return cq_poll_one_req(cq, evd, out, qp, wr, wc);
+	}
+	if (ZD_UNLIKELY(!zd_evd_direct_ok(evd)))
 		return cq_poll_one_req(cq, evd, out, qp, wr, wc);
 	cq->q.ci++;
 	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);

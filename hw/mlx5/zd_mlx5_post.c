@@ -94,16 +94,6 @@ static ZD_ALWAYS_INLINE bool iov_total(const DAT_LMR_TRIPLET *iov, DAT_COUNT n, 
 	return ZD_LIKELY(t <= max);
 }
 
-/* The bookkeeping flags of a WQE for @op (zd_mlx5_sq.h): an IB extension
- * operation's completion is a DAT_IB_DTO_EVENT, which the poll's latency
- * paths leave to its general path. */
-static ZD_ALWAYS_INLINE uint8_t wr_flags(DAT_DTOS op, bool event)
-{
-	if (zd_dto_is_ext(op))
-		return ZD_MLX5_WR_EXT | (event ? ZD_MLX5_WR_EXT_EVENT : 0);
-	return event ? ZD_MLX5_WR_EVENT : 0;
-}
-
 /* @imm: the immediate data in the WQE's byte order (big-endian). */
 static ZD_ALWAYS_INLINE DAT_RETURN post_sq(struct zd_ep *ep, uint8_t opcode, DAT_DTOS op,
 					   DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
@@ -131,7 +121,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_sq(struct zd_ep *ep, uint8_t opcode, DAT
 		inl_srcs_ok(qp, iov, n);
 	event = zd_mlx5_wants_event(flags, qp->req_flags);
 	if (ZD_UNLIKELY(!zd_mlx5_sq_post_wr(&qp->sq, &w, iov, (uint32_t)n, total, cookie, op,
-					    wr_flags(op, event), event)))
+					    zd_mlx5_wr_flags(op, event), event)))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
 }
@@ -176,7 +166,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_inl1(struct zd_mlx5_qp *qp, uint8_t opco
 {
 	if (ZD_UNLIKELY(!zd_mlx5_sq_post_inl1(&qp->sq, opcode, fm_ce_se, rdma, remote,
 					      (const void *)(uintptr_t)iov[0].virtual_address,
-					      iov[0].segment_length, cookie, op, event, 0, false)))
+					      iov[0].segment_length, cookie, op, event, 0)))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
 }
@@ -292,7 +282,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_write_imm_inl1(struct zd_mlx5_qp *qp,
 					      (const void *)(uintptr_t)iov[0].virtual_address,
 					      iov[0].segment_length, cookie,
 					      (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, event,
-					      htobe32(imm), true)))
+					      htobe32(imm))))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
 }
@@ -371,7 +361,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_atomic_wqe(struct zd_ep *ep, DAT_DTOS op
 		.swap_add = cas ? swap : operand,
 		.compare = cas ? operand : 0,
 	};
-	uint8_t f = wr_flags(op, event) | (qp->atomic_be ? ZD_MLX5_WR_SWAP64 : 0);
+	uint8_t f = zd_mlx5_wr_flags(op, event) | (qp->atomic_be ? ZD_MLX5_WR_SWAP64 : 0);
 
 	if (ZD_UNLIKELY(!zd_mlx5_sq_post_wr(&qp->sq, &w, &old, 1, 8, cookie, op, f,
 					    event || qp->atomic_be)))

@@ -38,18 +38,23 @@
 #endif
 
 #include "core/zd_compiler.h"
+#include "evd/zd_dto_event.h"
 #include "hw/mlx5/zd_mlx5_barrier.h"
 #include "hw/mlx5/zd_mlx5_queue.h"
 
-/* zd_mlx5_sq_wr.flags.  An IB extension WQE never carries WR_EVENT:
- * the latency paths of the poll (zd_mlx5_cq.c), which take only WQEs with
- * WR_EVENT, then leave it to the general path at no cost of their own. */
+/* zd_mlx5_sq_wr.flags.  An IB extension WQE never carries WR_EVENT,
+ * which is all the plain latency paths of the poll (zd_mlx5_cq.c) test
+ * for, so they cost it nothing.  A write with immediate data that wants
+ * its event carries WR_IMM_EVENT as well: cq_poll_one's own inline path
+ * for it (a DAT_IB_DTO_EVENT of constant shape, no atomic's old value to
+ * turn). */
 #define ZD_MLX5_WR_EVENT     0x1  /* report a DAT event on success */
 #define ZD_MLX5_WR_SIGNALED  0x2  /* posted with CQ_UPDATE */
 #define ZD_MLX5_WR_EXT       0x4  /* an IB extension op: a DAT_IB_DTO_EVENT */
 #define ZD_MLX5_WR_EXT_EVENT 0x8  /* ... reported on success too */
 #define ZD_MLX5_WR_SWAP64    0x10 /* an atomic whose old value the NIC writes
 				   * big-endian: to host order at its CQE */
+#define ZD_MLX5_WR_IMM_EVENT 0x20 /* EXT_EVENT of DAT_IB_DTO_RDMA_WRITE_IMMED */
 
 /* Largest WQE: ds is 6 bits of 16-byte units. */
 #define ZD_MLX5_MAX_DS      63
@@ -94,6 +99,19 @@ struct zd_mlx5_sq {
 /* zd_mlx5_queue.c: fills @sq from @d (allocates wr[]); 0 or -errno. */
 int zd_mlx5_sq_init(struct zd_mlx5_sq *sq, const struct zd_mlx5_sq_desc *d, uint32_t max_inline);
 void zd_mlx5_sq_fini(struct zd_mlx5_sq *sq);
+
+/* The bookkeeping flags of a WQE for @op but WR_SIGNALED (and an
+ * atomic's WR_SWAP64): an IB extension operation's completion is a
+ * DAT_IB_DTO_EVENT (see the flags above). */
+static ZD_ALWAYS_INLINE uint8_t zd_mlx5_wr_flags(DAT_DTOS op, bool event)
+{
+	if (!zd_dto_is_ext(op))
+		return event ? ZD_MLX5_WR_EVENT : 0;
+	if (!event)
+		return ZD_MLX5_WR_EXT;
+	return ZD_MLX5_WR_EXT | ZD_MLX5_WR_EXT_EVENT |
+	       (op == (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED ? ZD_MLX5_WR_IMM_EVENT : 0);
+}
 
 /* ---- segment builders ---------------------------------------------------- */
 
@@ -517,14 +535,13 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO
  * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against max_inline): one
  * WQEBB, so no wrap checks, no division, no loop.  Same bytes, same
  * bookkeeping, same doorbell as the general path.  @imm: the control
- * segment's immediate (big-endian); @ext: an IB extension operation's WQE
- * (ZD_MLX5_WR_EXT bookkeeping).
+ * segment's immediate (big-endian).
  */
 static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t opcode,
 						  uint8_t fm_ce_se, bool rdma,
 						  const DAT_RMR_TRIPLET *remote, const void *src,
 						  uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
-						  bool event, uint32_t imm, bool ext)
+						  bool event, uint32_t imm)
 {
 	const uint32_t pi = sq->pi;
 	const uint32_t ds = 1 + rdma +
@@ -543,8 +560,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 	 * ctrl first, the byte copies (which the compiler must assume alias
 	 * @sq) last. */
 	zd_mlx5_sq_wr_set(&sq->wr[pi & sq->mask], cookie, len, (uint8_t)op, 1,
-			  (uint8_t)((ext ? ZD_MLX5_WR_EXT | (event ? ZD_MLX5_WR_EXT_EVENT : 0) :
-					   (event ? ZD_MLX5_WR_EVENT : 0)) |
+			  (uint8_t)(zd_mlx5_wr_flags(op, event) |
 				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	wqe = zd_mlx5_sq_bb(sq, pi);
 	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, imm);

@@ -237,14 +237,27 @@ static void test_ext(struct env *e, struct zd_ep *ep)
 	EXPECT(!memcmp(&direct, &viaring, sizeof(direct)), "direct and ring events differ");
 	EXPECT(src == 0x0102030405060708ull, "old value not in host order (ring)");
 
-	/* write with immediate data */
+	/* write with immediate data (its own inline path), byte for byte the
+	 * ring path's event */
 	c.as_64 = 302;
 	CHECK(zd_ep_post_rdma_write_imm(e->ep_h, 1, &e->l, c, &e->r, 0x77,
 					DAT_COMPLETION_DEFAULT_FLAG));
 	nic_run();
+	memset(&direct, 0xa5, sizeof(direct));
 	EXPECT(dequeue(e->req_evd, &direct) == DAT_SUCCESS &&
 	       is_ext(e, &direct, 302, (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED,
 		      DAT_IB_RDMA_WRITE_IMMED), "direct write-with-immediate event");
+	EXPECT(ring_tail(e->evd->ring) == tail0 + 1, "the direct path claimed a ring slot");
+	zd_evd_set_poll_one(e->evd, NULL);
+	CHECK(zd_ep_post_rdma_write_imm(e->ep_h, 1, &e->l, c, &e->r, 0x77,
+					DAT_COMPLETION_DEFAULT_FLAG));
+	nic_run();
+	memset(&viaring, 0x5a, sizeof(viaring));
+	EXPECT(dequeue(e->req_evd, &viaring) == DAT_SUCCESS, "ring dequeue of a write-imm");
+	zd_evd_set_poll_one(e->evd, one);
+	EXPECT(ring_tail(e->evd->ring) == tail0 + 2, "the ring path did not use the ring");
+	EXPECT(!memcmp(&direct, &viaring, sizeof(direct)),
+	       "direct and ring write-with-immediate events differ");
 
 	/* a suppressed atomic, then a write: one event, the value turned */
 	c.as_64 = 303;

@@ -429,6 +429,17 @@ static void check_atomic_wqe(const uint8_t *bb, uint16_t idx, uint8_t opcode, ui
 	cr_assert_eq(be64toh(d->addr), laddr);
 }
 
+/* A write with immediate data's bookkeeping: an extension op's, never the
+ * plain latency path's WR_EVENT; WR_IMM_EVENT (cq_poll_one's own path for
+ * it) exactly when it reports success. */
+static void check_write_imm_wr(const struct zd_mlx5_sq_wr *w, bool event)
+{
+	cr_assert_eq(w->flags & (ZD_MLX5_WR_EVENT | ZD_MLX5_WR_EXT | ZD_MLX5_WR_SWAP64),
+		     ZD_MLX5_WR_EXT);
+	cr_assert_eq(!!(w->flags & ZD_MLX5_WR_EXT_EVENT), event);
+	cr_assert_eq(!!(w->flags & ZD_MLX5_WR_IMM_EVENT), event);
+}
+
 Test(mlx5, extension_posts_build_prm_wqes)
 {
 	struct sqenv e;
@@ -465,11 +476,15 @@ Test(mlx5, extension_posts_build_prm_wqes)
 		ref_post(&e, &s);
 		cr_assert_eq(qp->sq.wr[(qp->sq.pi - 1) & qp->sq.mask].op,
 			     (uint8_t)DAT_IB_DTO_RDMA_WRITE_IMMED);
+		check_write_imm_wr(&qp->sq.wr[(qp->sq.pi - 1) & qp->sq.mask],
+				   zd_mlx5_wants_event(fl, flagsets[f].ep));
 		/* ... 200 bytes: a data segment */
 		s.iov[0] = seg(data_b, 200, 0x42);
 		s.inl = 0;
 		cr_assert_eq(zd_mlx5_post_rdma_write_imm(ep, 1, s.iov, c, &r, 0x12345678, fl),
 			     DAT_SUCCESS);
+		check_write_imm_wr(&qp->sq.wr[(qp->sq.pi - 1) & qp->sq.mask],
+				   zd_mlx5_wants_event(fl, flagsets[f].ep));
 		ref_post(&e, &s);
 		/* fetch and add; the atomic_be QP signals it whatever the flags */
 		qp->atomic_be = f & 1;
@@ -505,7 +520,8 @@ Test(mlx5, extension_posts_build_prm_wqes)
 			cr_assert_eq(w->len, 8);
 			cr_assert_eq(w->nbb, 1);
 			/* never the latency paths' WR_EVENT */
-			cr_assert_eq(w->flags & (ZD_MLX5_WR_EVENT | ZD_MLX5_WR_EXT), ZD_MLX5_WR_EXT);
+			cr_assert_eq(w->flags & (ZD_MLX5_WR_EVENT | ZD_MLX5_WR_EXT |
+						 ZD_MLX5_WR_IMM_EVENT), ZD_MLX5_WR_EXT);
 			cr_assert_eq(!!(w->flags & ZD_MLX5_WR_EXT_EVENT),
 				     zd_mlx5_wants_event(fl, flagsets[f].ep));
 			cr_assert_eq(!!(w->flags & ZD_MLX5_WR_SWAP64), qp->atomic_be);
