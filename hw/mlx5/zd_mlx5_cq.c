@@ -225,20 +225,16 @@ static __attribute__((noinline)) void ext_event(struct zd_evd *evd, struct zd_ep
 }
 
 /*
- * The CQE of an IB extension WQE (ZD_MLX5_WR_EXT) at @wc is taken: its
- * bookkeeping comes back (nothing is read from @wr after the retire, which
- * lets the poster reuse it).  An atomic's old value the NIC wrote
- * big-endian (ZD_MLX5_WR_SWAP64) is turned to host order first: the WQE,
- * still ours until it is retired, names the 8 bytes in its data segment
- * (ctrl, raddr, atomic, data: zd_mlx5_post_atomic).
+ * An atomic's old value the NIC wrote big-endian (ZD_MLX5_WR_SWAP64) to
+ * host order, when its CQE at @wc is taken and before its WQE is retired:
+ * the WQE, still ours until then, names the 8 bytes in its data segment
+ * (ctrl, raddr, atomic, data: zd_mlx5_post_atomic).  Successful CQEs
+ * only.
  */
-static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr req_ext_retire(struct zd_mlx5_qp *qp,
-							    struct zd_mlx5_sq_wr *wr, uint16_t wc,
-							    DAT_DTO_COMPLETION_STATUS st)
+static ZD_ALWAYS_INLINE void req_ext_swap(struct zd_mlx5_qp *qp, const struct zd_mlx5_sq_wr *wr,
+					  uint16_t wc)
 {
-	const struct zd_mlx5_sq_wr w = *wr;
-
-	if ((w.flags & ZD_MLX5_WR_SWAP64) && st == DAT_DTO_SUCCESS) {
+	if (ZD_LIKELY(wr->flags & ZD_MLX5_WR_SWAP64)) {
 		const struct mlx5_wqe_data_seg *d =
 			(const void *)((const uint8_t *)zd_mlx5_sq_bb(&qp->sq, wc) +
 				       sizeof(struct mlx5_wqe_ctrl_seg) +
@@ -251,6 +247,20 @@ static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr req_ext_retire(struct zd_mlx5_qp *q
 		v = be64toh(v);
 		memcpy(old, &v, sizeof(v));
 	}
+}
+
+/* The CQE of an IB extension WQE (ZD_MLX5_WR_EXT) at @wc is taken: its
+ * bookkeeping comes back (nothing is read from @wr after the retire, which
+ * lets the poster reuse it), an atomic's old value turned first. */
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr req_ext_retire(struct zd_mlx5_qp *qp,
+							    struct zd_mlx5_sq_wr *wr, uint16_t wc,
+							    DAT_DTO_COMPLETION_STATUS st)
+{
+	struct zd_mlx5_sq_wr w;
+
+	if (st == DAT_DTO_SUCCESS)
+		req_ext_swap(qp, wr, wc);
+	w = *wr;
 	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
 	return w;
 }
@@ -530,17 +540,19 @@ static __attribute__((noinline)) DAT_RETURN cq_poll_one_req(struct zd_mlx5_cq_ob
 							   struct zd_mlx5_qp *qp,
 							   struct zd_mlx5_sq_wr *wr, uint16_t wc)
 {
-	struct zd_mlx5_sq_wr w;
-
 	if (!(wr->flags & ZD_MLX5_WR_EXT_EVENT) || !zd_evd_direct_ok(evd))
 		return cq_poll_one_slow(cq, evd, out);
 	cq->q.ci++;
-	w = req_ext_retire(qp, wr, wc, DAT_DTO_SUCCESS);
+	req_ext_swap(qp, wr, wc);
 	/* WR_EXT_EVENT: the WQE of an IB extension operation of zdapl's (the
 	 * fill's tests of it fold away). */
-	if (!zd_dto_ext_known((DAT_DTOS)w.op))
+	if (!zd_dto_ext_known((DAT_DTOS)wr->op))
 		__builtin_unreachable();
-	zd_dto_event_fill(out, evd, qp->ep, w.cookie, DAT_DTO_SUCCESS, w.len, (DAT_DTOS)w.op, 0);
+	/* The event before the retire: nothing is read from @wr after it, and
+	 * its fields die as they are stored. */
+	zd_dto_event_fill(out, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op,
+			  0);
+	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
 	pass_end(cq, 1);
 	return DAT_SUCCESS;
 }
