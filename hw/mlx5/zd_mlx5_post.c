@@ -281,8 +281,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_write_imm_inl1(struct zd_mlx5_qp *qp,
 					      remote,
 					      (const void *)(uintptr_t)iov[0].virtual_address,
 					      iov[0].segment_length, cookie,
-					      (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, event,
-					      htobe32(imm))))
+					      (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, event, imm)))
 		return ZD_MLX5_SQ_FULL;
 	return DAT_SUCCESS;
 }

@@ -489,17 +489,20 @@ static ZD_ALWAYS_INLINE void zd_mlx5_copy_small(uint8_t *dst, const uint8_t *src
 /*
  * The first 16 bytes of a WQE as two 64-bit stores: opmod_idx_opcode and
  * qpn_ds (big-endian, as one big-endian 64-bit word), then signature,
- * stream id (0 on RC), fm_ce_se and imm.  Same bytes as zd_mlx5_set_ctrl.
+ * stream id (0 on RC), fm_ce_se and imm.  Same bytes as zd_mlx5_set_ctrl,
+ * but @imm_host is in host order: its big-endian bytes end the second
+ * word, which on a little-endian host is the whole word byte-swapped
+ * (one swap, no shift).
  */
 static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl64(void *ctrl, uint32_t pi, uint8_t opcode,
 						uint32_t qpn8, uint32_t ds, uint8_t fm_ce_se,
-						uint32_t imm)
+						uint32_t imm_host)
 {
 	uint64_t w0 = htobe64((uint64_t)(((pi & 0xffff) << 8) | opcode) << 32 | qpn8 | ds);
 #if __BYTE_ORDER == __LITTLE_ENDIAN
-	uint64_t w1 = (uint64_t)fm_ce_se << 24 | (uint64_t)imm << 32;
+	uint64_t w1 = (uint64_t)fm_ce_se << 24 | htobe64((uint64_t)imm_host);
 #else
-	uint64_t w1 = (uint64_t)fm_ce_se << 32 | imm;
+	uint64_t w1 = (uint64_t)fm_ce_se << 32 | imm_host;
 #endif
 
 	memcpy(ctrl, &w0, 8);
@@ -534,14 +537,14 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO
  * zd_mlx5_sq_post for a WQE of ctrl, [raddr], one inline segment of
  * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against max_inline): one
  * WQEBB, so no wrap checks, no division, no loop.  Same bytes, same
- * bookkeeping, same doorbell as the general path.  @imm: the control
- * segment's immediate (big-endian).
+ * bookkeeping, same doorbell as the general path.  @imm_host: the control
+ * segment's immediate in host order (the WQE carries it big-endian).
  */
 static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t opcode,
 						  uint8_t fm_ce_se, bool rdma,
 						  const DAT_RMR_TRIPLET *remote, const void *src,
 						  uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
-						  bool event, uint32_t imm)
+						  bool event, uint32_t imm_host)
 {
 	const uint32_t pi = sq->pi;
 	const uint32_t ds = 1 + rdma +
@@ -563,7 +566,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 			  (uint8_t)(zd_mlx5_wr_flags(op, event) |
 				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	wqe = zd_mlx5_sq_bb(sq, pi);
-	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, imm);
+	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, imm_host);
 	seg = wqe + 16;
 	if (rdma) {
 		/* raddr, then rkey and the reserved word as one store */
