@@ -237,8 +237,9 @@ static void usage(const struct zd_perf_opts *o, FILE *out)
 	fprintf(out,
 "      --loopback  Fork a server and connect to it on this host\n"
 "      --json=<file>  Also write the results to <file> as JSON\n"
-"      --mem=malloc|pool|hugepage  Buffer memory (default: the provider's pool\n"
-"                 (zdapl_mem_alloc) when it exports one, else malloc)\n"
+"      --mem=malloc|pool|hugepage  Buffer memory: malloc (default: page-aligned\n"
+"                 heap memory, what consumers register), pool (zdapl_mem_alloc,\n"
+"                 zdapl's registered pool) or hugepage (2 MiB MAP_HUGETLB)\n"
 "      --timeout=<sec>  Give up on a peer that does not connect or progress\n"
 "                 (default 10; a server waits 60 for its client)\n"
 "  -V, --version  Display version number\n"

@@ -7,7 +7,8 @@
  *
  * Written only against the DAT 2.0 API (libdat2), so the same binaries run
  * over any DAT provider: nothing here includes a zdapl header. zdapl's
- * registered pool is found at run time with dlsym (--mem pool). The two
+ * registered pool is found at run time with dlsym (--mem pool; the default
+ * is the consumer's own memory, --mem malloc). The two
  * extension benchmarks use the IB extension API (dat_ib_extensions.h,
  * through libdat2's dat_extension_op) and skip where the provider does not
  * advertise the operation.
@@ -42,8 +43,10 @@ enum zd_perf_verb { ZD_PERF_SEND, ZD_PERF_WRITE, ZD_PERF_READ, ZD_PERF_WRITE_IMM
 #define ZD_PERF_VERB_LAST ZD_PERF_ATOMIC
 enum zd_perf_atomic { ZD_PERF_FETCH_AND_ADD, ZD_PERF_CMP_AND_SWAP };
 enum zd_perf_kind { ZD_PERF_LAT, ZD_PERF_BW };
-enum zd_perf_mem { ZD_PERF_MEM_DEFAULT, ZD_PERF_MEM_MALLOC, ZD_PERF_MEM_POOL,
-		   ZD_PERF_MEM_HUGEPAGE };
+/* --mem. malloc (0, the default) is what consumers register: page-aligned
+ * heap memory from posix_memalign, as valloc gives; pool is zdapl's own
+ * registered pool (zdapl_mem_alloc), found with dlsym. */
+enum zd_perf_mem { ZD_PERF_MEM_MALLOC, ZD_PERF_MEM_POOL, ZD_PERF_MEM_HUGEPAGE };
 
 /* Command line. The client's values rule: it sends them to the server in
  * the connection request, and the server runs the same schedule. */

@@ -137,7 +137,7 @@ static void alloc_buffer(struct zd_perf_conn *c, uint64_t max_size)
 	void *(*pool_alloc)(size_t) = NULL;
 	void *(*pool_alloc_aligned)(size_t, size_t) = NULL;
 	void (*pool_free)(void *) = NULL;
-	enum zd_perf_mem mem = o->mem;
+	enum zd_perf_mem mem = o->mem;     /* malloc unless --mem says otherwise */
 	void *p = NULL;
 
 	c->area_len = (max_size + 4095) & ~UINT64_C(4095);
@@ -151,8 +151,6 @@ static void alloc_buffer(struct zd_perf_conn *c, uint64_t max_size)
 	pool_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "zdapl_mem_free");
 	bool have_pool = (pool_alloc || pool_alloc_aligned) && pool_free;
 
-	if (mem == ZD_PERF_MEM_DEFAULT)
-		mem = have_pool ? ZD_PERF_MEM_POOL : ZD_PERF_MEM_MALLOC;
 	switch (mem) {
 	case ZD_PERF_MEM_POOL:
 		if (!have_pool)
@@ -163,8 +161,7 @@ static void alloc_buffer(struct zd_perf_conn *c, uint64_t max_size)
 		if (!p)
 			zd_perf_die("zdapl_mem_alloc(%" PRIu64 ") failed", c->buf_len);
 		c->mem_free = pool_free;
-		c->mem_desc = o->mem == ZD_PERF_MEM_POOL ? "pool (zdapl_mem_alloc)"
-			: "pool (zdapl_mem_alloc, default)";
+		c->mem_desc = "pool (zdapl_mem_alloc)";
 		break;
 	case ZD_PERF_MEM_HUGEPAGE:
 		c->buf_len = (c->buf_len + HUGE_2M - 1) & ~(uint64_t)(HUGE_2M - 1);
@@ -179,8 +176,7 @@ static void alloc_buffer(struct zd_perf_conn *c, uint64_t max_size)
 	default:
 		if (posix_memalign(&p, 4096, c->buf_len) != 0)
 			zd_perf_die("out of memory for %" PRIu64 " bytes", c->buf_len);
-		c->mem_desc = o->mem == ZD_PERF_MEM_MALLOC ? "malloc" :
-			"malloc (the provider has no zdapl pool)";
+		c->mem_desc = "malloc (page-aligned posix_memalign)";
 		break;
 	}
 	c->mem_used = mem;
