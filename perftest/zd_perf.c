@@ -174,7 +174,8 @@ void zd_perf_clock_init(void)
 const char *zd_perf_verb_name(enum zd_perf_verb verb)
 {
 	static const char *const names[] = { "Send", "RDMA_Write", "RDMA_Read",
-					     "RDMA_Write_imm", "Atomic" };
+					     "RDMA_Write_imm", "Atomic",
+					     "Eager_ring_RDMA_Write" };
 
 	return names[verb];
 }
@@ -184,7 +185,8 @@ const char *zd_perf_test_name(enum zd_perf_verb verb, enum zd_perf_kind kind)
 	static const char *const names[][2] = {
 		{ "send_lat", "send_bw" }, { "write_lat", "write_bw" },
 		{ "read_lat", "read_bw" }, { "write_imm_lat", "write_imm_bw" },
-		{ "atomic_lat", "atomic_bw" } };
+		{ "atomic_lat", "atomic_bw" },
+		{ "eager_ring", "eager_ring" } };  /* one binary, --mode */
 
 	return names[verb][kind];
 }
@@ -197,9 +199,56 @@ const char *zd_perf_atomic_name(enum zd_perf_atomic a)
 
 /* ---- options --------------------------------------------------------------- */
 
+static void usage_eager(const struct zd_perf_opts *o, FILE *out)
+{
+	fprintf(out,
+"Usage:\n"
+"  %1$s            start a server and wait for connection\n"
+"  %1$s <host>     connect to server at <host>\n"
+"  %1$s --loopback run server and client on this host\n"
+"\n"
+"An MPI-style eager protocol: each side registers a ring of --slots slots;\n"
+"the sender RDMA-writes each message into the next slot of the peer's ring,\n"
+"the payload ending at an 8-byte header word (its sequence number) that the\n"
+"receiver polls; credits go back by RDMA write every slots/2 messages.\n"
+"\n"
+"Options:\n"
+"      --mode=pingpong|stream  Latency of an echo (default), or message rate\n"
+"                 of a stream held back only by the credits\n"
+"      --slots=<n>  Ring slots (default %2$u)\n"
+"  -a, --all  Run sizes from %3$u till --max_size (the default without -s)\n"
+"      --max_size=<size>  Last size of the sweep (default %4$u)\n"
+"  -s, --size=<size>  One payload size (bytes before the header word)\n"
+"  -n, --iters=<iters>  Messages per size (at least 5; default 1000, stream 10000)\n"
+"  -t, --tx-depth=<dep>  Writes in flight (default and at most: --slots)\n"
+"  -Q, --cq-mod  stream: a completion every <n> writes (default 100, at most slots/2)\n"
+"  -p, --port=<port>  Listen on/connect to port <port> (default %5$u)\n"
+"  -P, --ia=<ia_name>  DAT interface adapter from dat.conf (default " ZD_PERF_DEF_IA ")\n"
+"      --report_gbits  Report BW in Gbit/sec (instead of MB/sec)\n"
+"      --loopback  Fork a server and connect to it on this host\n"
+"      --json=<file>  Also write the results to <file> as JSON\n"
+"      --mem=malloc|pool|hugepage  Ring and staging memory: malloc (default:\n"
+"                 page-aligned heap memory, as valloc), pool (zdapl_mem_alloc)\n"
+"                 or hugepage\n"
+"      --timeout=<sec>  Give up on a peer that does not connect or progress\n"
+"                 (default 10; a server waits 60 for its client)\n"
+"  -h, --help  Show this help screen.\n"
+"  -V, --version  Display version number\n"
+"\nA server runs the client's mode, sizes, iterations and slots.\n"
+"Exit status: 0 done, 1 error (a payload that arrived wrong included), 2 bad\n"
+"arguments, 77 the provider returned DAT_NOT_IMPLEMENTED.\n",
+		o->prog, ZD_PERF_EAGER_DEF_SLOTS, ZD_PERF_EAGER_MIN_SIZE,
+		ZD_PERF_EAGER_MAX_SIZE, ZD_PERF_DEF_PORT);
+}
+
 static void usage(const struct zd_perf_opts *o, FILE *out)
 {
 	bool bw = o->kind == ZD_PERF_BW, atomic = o->verb == ZD_PERF_ATOMIC;
+
+	if (o->verb == ZD_PERF_EAGER) {
+		usage_eager(o, out);
+		return;
+	}
 
 	fprintf(out,
 "Usage:\n"
@@ -285,7 +334,34 @@ static uint64_t parse_num(const struct zd_perf_opts *o, const char *name,
 	return v;
 }
 
-enum { OPT_GBITS = 256, OPT_LOOPBACK, OPT_JSON, OPT_MEM, OPT_TIMEOUT, OPT_MAX_SIZE };
+enum { OPT_GBITS = 256, OPT_LOOPBACK, OPT_JSON, OPT_MEM, OPT_TIMEOUT, OPT_MAX_SIZE,
+       OPT_MODE, OPT_SLOTS };
+
+/* zd_eager_ring's defaults, which follow --mode: the sweep 8 B..64 KiB
+ * unless -s, as many writes in flight as the ring has slots. The server
+ * adopts all of it from the client. */
+static void eager_opts(struct zd_perf_opts *o, bool size_given, bool iters_given,
+		       bool depth_given, bool max_given)
+{
+	if (o->duration_s)
+		bad_arg(o, "-D: zd_eager_ring runs -n messages per size");
+	if (!size_given)
+		o->all_sizes = true;
+	if (o->all_sizes && !max_given)
+		o->max_size = ZD_PERF_EAGER_MAX_SIZE;
+	if (o->all_sizes && o->max_size < ZD_PERF_EAGER_MIN_SIZE)
+		bad_arg(o, "--max_size %" PRIu32 ": the sweep starts at %u", o->max_size,
+			ZD_PERF_EAGER_MIN_SIZE);
+	if (!iters_given)
+		o->iters = o->kind == ZD_PERF_BW ? 10000 : 1000;
+	if (!depth_given || o->tx_depth > o->slots)
+		o->tx_depth = o->slots;
+	uint64_t last = o->all_sizes ? o->max_size : o->size;
+
+	if (o->slots * zd_perf_eager_slot_bytes(last) > ZD_PERF_EAGER_MAX_RING)
+		bad_arg(o, "%u slots of %" PRIu64 " bytes: more than %u MiB a ring", o->slots,
+			zd_perf_eager_slot_bytes(last), ZD_PERF_EAGER_MAX_RING >> 20);
+}
 
 static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 {
@@ -310,10 +386,13 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 		{ "max_size", required_argument, NULL, OPT_MAX_SIZE },
 		{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
 		{ "atomic_type", required_argument, NULL, 'A' },
+		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "slots", required_argument, NULL, OPT_SLOTS },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool bw = o->kind == ZD_PERF_BW, iters_given = false, size_given = false;
 	bool cq_given = false, atomic = o->verb == ZD_PERF_ATOMIC;
+	bool eager = o->verb == ZD_PERF_EAGER, depth_given = false, max_given = false;
 	int c;
 
 	o->ia_name = ZD_PERF_DEF_IA;
@@ -325,6 +404,7 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 	o->rx_depth = o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM ? 512 : 1;
 	o->cq_mod = 100;
 	o->timeout_s = 10;
+	o->slots = ZD_PERF_EAGER_DEF_SLOTS;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":aA:s:n:D:t:r:Q:Fp:P:hV", longs, NULL)) != -1) {
@@ -344,7 +424,10 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 		case 's': o->size = parse_num(o, "size", optarg, 1, 1u << 30); size_given = true; break;
 		case 'n': o->iters = parse_num(o, "iterations", optarg, 5, 100000000); iters_given = true; break;
 		case 'D': o->duration_s = parse_num(o, "duration", optarg, 1, 86400); break;
-		case 't': o->tx_depth = parse_num(o, "tx depth", optarg, 1, 15000); break;
+		case 't':
+			o->tx_depth = parse_num(o, "tx depth", optarg, 1, 15000);
+			depth_given = true;
+			break;
 		case 'r': o->rx_depth = parse_num(o, "rx depth", optarg, 1, 16384); break;
 		case 'Q': o->cq_mod = parse_num(o, "cq moderation", optarg, 1, 1024); cq_given = true; break;
 		case 'F': break;
@@ -364,6 +447,22 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 			break;
 		case OPT_MAX_SIZE:
 			o->max_size = parse_num(o, "max size", optarg, ZD_PERF_MIN_SIZE_ALL, 1u << 30);
+			max_given = true;
+			break;
+		case OPT_MODE:
+			if (!eager)
+				bad_arg(o, "--mode is an option of zd_eager_ring only");
+			if (strcmp(optarg, "pingpong") == 0)
+				o->kind = ZD_PERF_LAT;
+			else if (strcmp(optarg, "stream") == 0)
+				o->kind = ZD_PERF_BW;
+			else
+				bad_arg(o, "--mode takes pingpong or stream, not '%s'", optarg);
+			break;
+		case OPT_SLOTS:
+			if (!eager)
+				bad_arg(o, "--slots is an option of zd_eager_ring only");
+			o->slots = parse_num(o, "slots", optarg, 2, 4096);
 			break;
 		case OPT_MEM:
 			if (strcmp(optarg, "malloc") == 0)
@@ -385,6 +484,8 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 		bad_arg(o, "unexpected argument '%s'", argv[optind]);
 	if (o->loopback && o->server_host)
 		bad_arg(o, "--loopback runs both sides: no host argument");
+	if (eager)
+		eager_opts(o, size_given, iters_given, depth_given, max_given);
 	if (o->all_sizes && o->duration_s)
 		bad_arg(o, "-a and -D cannot be combined");
 	if (o->all_sizes && size_given)
@@ -403,7 +504,7 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 				o->prog, o->cq_mod, o->tx_depth);
 		o->cq_mod = o->tx_depth;
 	}
-	if (!bw)
+	if (!bw && !eager)
 		o->tx_depth = 1;                /* a ping-pong has one message in flight */
 	if (!o->all_sizes)
 		o->max_size = o->size;
@@ -417,7 +518,8 @@ unsigned zd_perf_sizes(const struct zd_perf_opts *o, uint32_t *sizes, unsigned c
 		sizes[0] = o->size;
 		return 1;
 	}
-	for (uint64_t s = ZD_PERF_MIN_SIZE_ALL; s <= o->max_size && n < cap; s <<= 1)
+	for (uint64_t s = o->verb == ZD_PERF_EAGER ? ZD_PERF_EAGER_MIN_SIZE : ZD_PERF_MIN_SIZE_ALL;
+	     s <= o->max_size && n < cap; s <<= 1)
 		sizes[n++] = (uint32_t)s;
 	return n;
 }
@@ -501,11 +603,16 @@ void zd_perf_print_header(const struct zd_perf_conn *c)
 	printf(" ibv_wr* API     : OFF\n");
 	if (!c->is_server || o->kind == ZD_PERF_LAT)
 		printf(" TX depth        : %u\n", o->tx_depth);
+	if (o->verb == ZD_PERF_EAGER) {
+		printf(" Mode            : %s\n", o->kind == ZD_PERF_LAT ? "pingpong" : "stream");
+		printf(" Ring slots      : %u (payload + 8 B header, 64 B multiple)\n", o->slots);
+	}
 	if ((o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM) &&
 	    (c->is_server || o->kind == ZD_PERF_LAT))
 		printf(" RX depth        : %u\n", o->rx_depth);
 	if (o->kind == ZD_PERF_BW)
-		printf(" CQ Moderation   : %u\n", c->suppress_ok ? o->cq_mod : 1);
+		printf(" CQ Moderation   : %u\n", !c->suppress_ok ? 1 :
+		       o->verb == ZD_PERF_EAGER ? zd_perf_eager_cq(o) : o->cq_mod);
 	/* DAT exposes no MTU; the largest message is what limits a run. */
 	printf(" Mtu             : n/a\n");
 	printf(" Max msg size    : %" PRIu64 "[B]\n", c->max_msg);
@@ -591,10 +698,13 @@ struct zd_perf_json *zd_perf_json_open(const struct zd_perf_conn *c)
 		o->tx_depth);
 	if (o->verb == ZD_PERF_ATOMIC)
 		fprintf(j->f, "  \"atomic_type\": \"%s\",\n", zd_perf_atomic_name(o->atomic));
+	if (o->verb == ZD_PERF_EAGER)
+		fprintf(j->f, "  \"mode\": \"%s\",\n  \"slots\": %u,\n",
+			o->kind == ZD_PERF_LAT ? "pingpong" : "stream", o->slots);
 	if (o->kind == ZD_PERF_BW)
 		fprintf(j->f, "  \"cq_mod\": %u,\n  \"bw_unit\": \"%s\",\n",
-			c->suppress_ok ? o->cq_mod : 1,
-			o->report_gbits ? "Gb/sec" : "MB/sec");
+			!c->suppress_ok ? 1 : o->verb == ZD_PERF_EAGER ? zd_perf_eager_cq(o) :
+			o->cq_mod, o->report_gbits ? "Gb/sec" : "MB/sec");
 	else
 		fprintf(j->f, "  \"lat_unit\": \"usec\",\n");
 	fprintf(j->f, "  \"duration_s\": %u,\n  \"results\": [", o->duration_s);
@@ -672,7 +782,9 @@ static int run_side(struct zd_perf_opts *o, bool is_server, int ready_fd)
 	alarm(0);
 	zd_perf_print_header(&c);
 	j = zd_perf_json_open(&c);
-	if (o->kind == ZD_PERF_LAT)
+	if (o->verb == ZD_PERF_EAGER)
+		zd_perf_run_eager(&c, j);
+	else if (o->kind == ZD_PERF_LAT)
 		zd_perf_run_lat(&c, j);
 	else
 		zd_perf_run_bw(&c, j);
@@ -793,7 +905,7 @@ int zd_perf_main(int argc, char **argv, enum zd_perf_verb verb, enum zd_perf_kin
 	const char *slash = strrchr(argv[0], '/');
 
 	o.prog = g_prog = slash ? slash + 1 : argv[0];
-	if (kind == ZD_PERF_BW && verb > ZD_PERF_READ)
+	if (kind == ZD_PERF_BW && verb > ZD_PERF_READ && verb != ZD_PERF_EAGER)
 		zd_perf_die("zd_%s is not a benchmark of this suite", zd_perf_test_name(verb, kind));
 	parse_opts(&o, argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);

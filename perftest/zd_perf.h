@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * zd_perf: the shared half of the perftest-style benchmarks
- * (zd_{write,read,send}_{lat,bw}, zd_write_imm_lat, zd_atomic_lat). Options, clock, statistics and printing
- * in zd_perf.c; DAT setup, connection, the control channel and teardown in
- * zd_perf_dat.c; the measured loops in zd_perf_lat.c and zd_perf_bw.c.
+ * (zd_{write,read,send}_{lat,bw}, zd_write_imm_lat, zd_atomic_lat,
+ * zd_eager_ring). Options, clock, statistics and printing in zd_perf.c; DAT
+ * setup, connection, the control channel and teardown in zd_perf_dat.c; the
+ * measured loops in zd_perf_lat.c, zd_perf_bw.c and zd_perf_eager.c.
  *
  * Written only against the DAT 2.0 API (libdat2), so the same binaries run
  * over any DAT provider: nothing here includes a zdapl header. zdapl's
@@ -37,10 +38,12 @@
 #define ZD_PERF_EXIT_SKIP     77             /* meson/automake "skipped" */
 
 /* WRITE_IMM and ATOMIC exist as latency tests only (perftest's
- * ib_write_lat --write_with_imm and ib_atomic_lat). */
+ * ib_write_lat --write_with_imm and ib_atomic_lat). EAGER is zd_eager_ring,
+ * an MPI-style eager ring of RDMA writes: its LAT kind is the ping-pong
+ * (--mode pingpong), its BW kind the credited stream (--mode stream). */
 enum zd_perf_verb { ZD_PERF_SEND, ZD_PERF_WRITE, ZD_PERF_READ, ZD_PERF_WRITE_IMM,
-		    ZD_PERF_ATOMIC };
-#define ZD_PERF_VERB_LAST ZD_PERF_ATOMIC
+		    ZD_PERF_ATOMIC, ZD_PERF_EAGER };
+#define ZD_PERF_VERB_LAST ZD_PERF_EAGER
 enum zd_perf_atomic { ZD_PERF_FETCH_AND_ADD, ZD_PERF_CMP_AND_SWAP };
 enum zd_perf_kind { ZD_PERF_LAT, ZD_PERF_BW };
 /* --mem. malloc (0, the default) is what consumers register: page-aligned
@@ -74,7 +77,30 @@ struct zd_perf_opts {
 	unsigned timeout_s;             /* connect / peer progress timeout */
 	bool timeout_given;
 	enum zd_perf_atomic atomic;     /* -A */
+	unsigned slots;                 /* zd_eager_ring --slots: ring slots per side */
 };
+
+/* zd_eager_ring: the default sweep, and a slot's bytes for a payload of
+ * @size: the payload ends at the 8-byte header word closing the slot. */
+#define ZD_PERF_EAGER_MIN_SIZE  8u
+#define ZD_PERF_EAGER_MAX_SIZE  (64u << 10)
+#define ZD_PERF_EAGER_DEF_SLOTS 64u
+#define ZD_PERF_EAGER_HDR_BYTES 8u
+#define ZD_PERF_EAGER_MAX_RING  (256u << 20)  /* slots x slot bytes */
+
+static inline uint64_t zd_perf_eager_slot_bytes(uint64_t size)
+{
+	return (size + ZD_PERF_EAGER_HDR_BYTES + 63) & ~UINT64_C(63);
+}
+
+/* The stream's completion moderation: one signalled write in at most half
+ * the ring, so that a staging slot is always known free again in time. */
+static inline unsigned zd_perf_eager_cq(const struct zd_perf_opts *o)
+{
+	unsigned half = o->slots / 2 ? o->slots / 2 : 1;
+
+	return o->cq_mod < half ? o->cq_mod : half;
+}
 
 /* zd_atomic_lat: the server's word (its recv area's first 8 bytes) starts
  * at this value and every operation of the client moves it up by one: a
@@ -112,7 +138,8 @@ struct zd_perf_wire {
 	uint32_t size;                  /* -s, or the last size with -a */
 	uint32_t duration_s;
 	uint32_t tx_depth;
-	uint32_t rx_depth;              /* send tests: recvs the receiver keeps posted */
+	uint32_t rx_depth;              /* send tests: recvs the receiver keeps posted;
+					 * zd_eager_ring: its ring slots */
 	uint64_t iters;
 	uint64_t addr;                  /* DAT_VADDR of the buffer */
 	uint32_t rkey;                  /* DAT_RMR_CONTEXT */
@@ -160,6 +187,7 @@ struct zd_perf_conn {
 	void (*mem_free)(void *);       /* pool: zdapl_mem_free */
 	uint64_t sync_token;
 	uint64_t req_posted, req_done;  /* control writes in flight (sync/credit) */
+	uint64_t data_done;             /* cookie of the newest data completion reaped */
 };
 
 /* A size's measurement, ready to print. */
@@ -242,7 +270,8 @@ void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s);
 void zd_perf_sync_last(struct zd_perf_conn *c);
 /* Non-blocking: one completion, checked (a failed one exits); returns its
  * cookie, or 0 if none (data cookies are 1-based; control-write completions
- * are counted in req_done and also return 0). */
+ * are counted in req_done and also return 0). A data cookie is also left in
+ * data_done, so that a wait for a control write loses none. */
 uint64_t zd_perf_poll_req(struct zd_perf_conn *c);
 uint64_t zd_perf_poll_recv(struct zd_perf_conn *c, uint32_t *len);
 /* zd_write_imm_lat: the receive a write with immediate data consumed
@@ -253,6 +282,10 @@ uint64_t zd_perf_poll_recv_imm(struct zd_perf_conn *c, uint32_t *len, uint32_t *
  * cookie > 0; unsignalled posts use DAT_COMPLETION_SUPPRESS_FLAG. */
 void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
 		  uint64_t cookie, bool signalled);
+/* An RDMA write of @len bytes from our buffer at @local_off to the peer's
+ * at @peer_off (offsets from each buffer's start). */
+void zd_perf_post_write_at(struct zd_perf_conn *c, uint64_t local_off, uint64_t peer_off,
+			   uint32_t len, uint64_t cookie, bool signalled);
 void zd_perf_post_recv(struct zd_perf_conn *c, uint64_t cookie);
 /* Our send area's first @size bytes into the peer's recv area, with @imm. */
 void zd_perf_post_write_imm(struct zd_perf_conn *c, uint32_t size, uint64_t cookie,
@@ -307,5 +340,6 @@ unsigned zd_perf_passive_limit(const struct zd_perf_conn *c);
 /* ---- the measured loops -------------------------------------------------- */
 void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j);
 void zd_perf_run_bw(struct zd_perf_conn *c, struct zd_perf_json *j);
+void zd_perf_run_eager(struct zd_perf_conn *c, struct zd_perf_json *j);
 
 #endif /* ZD_PERF_H */

@@ -90,7 +90,7 @@ static void wire_encode(const struct zd_perf_conn *c, struct zd_perf_wire *w)
 	w->size = htole32(o->all_sizes ? o->max_size : o->size);
 	w->duration_s = htole32(o->duration_s);
 	w->tx_depth = htole32(o->tx_depth);
-	w->rx_depth = htole32(o->rx_depth);
+	w->rx_depth = htole32(o->verb == ZD_PERF_EAGER ? o->slots : o->rx_depth);
 	w->iters = htole64(o->iters);
 	w->addr = htole64((uint64_t)(uintptr_t)c->buf);
 	w->rkey = htole32((uint32_t)c->rkey);
@@ -397,6 +397,22 @@ static void report_ready(struct zd_perf_conn *c, int ready_fd)
 	close(ready_fd);
 }
 
+/* The largest single transfer of a message of @size bytes: zd_eager_ring
+ * writes its header word after the payload. */
+static uint64_t write_bytes(const struct zd_perf_opts *o, uint64_t size)
+{
+	return o->verb == ZD_PERF_EAGER ? size + ZD_PERF_EAGER_HDR_BYTES : size;
+}
+
+/* Each of the recv and send areas: a message of the largest size, or
+ * zd_eager_ring's ring (recv) and its staging slots (send). */
+static uint64_t area_bytes(const struct zd_perf_opts *o)
+{
+	if (o->verb == ZD_PERF_EAGER)
+		return o->slots * zd_perf_eager_slot_bytes(o->max_size);
+	return o->max_size;
+}
+
 /* The client's parameters rule; the server runs what the client asks. */
 static void server_adopt(struct zd_perf_opts *o, const struct zd_perf_wire *w)
 {
@@ -408,6 +424,10 @@ static void server_adopt(struct zd_perf_opts *o, const struct zd_perf_wire *w)
 	o->tx_depth = w->tx_depth;
 	if (o->verb == ZD_PERF_SEND || o->verb == ZD_PERF_WRITE_IMM)
 		o->rx_depth = w->rx_depth;
+	if (o->verb == ZD_PERF_EAGER) {         /* and its --mode */
+		o->slots = w->rx_depth;
+		o->kind = (enum zd_perf_kind)(w->test & 1);
+	}
 	o->atomic = w->flags & ZD_PERF_WIRE_CMP_AND_SWAP ? ZD_PERF_CMP_AND_SWAP
 							 : ZD_PERF_FETCH_AND_ADD;
 }
@@ -466,7 +486,8 @@ static void server_accept(struct zd_perf_conn *c, struct zd_perf_opts *o, int re
 		dat_cr_reject(cr, 0, NULL);
 		zd_perf_die("rejected a connection that is not from a zd_perf client");
 	}
-	if (theirs.test != (uint8_t)(o->verb << 1 | o->kind)) {
+	if (theirs.test != (uint8_t)(o->verb << 1 | o->kind) &&
+	    (o->verb != ZD_PERF_EAGER || theirs.test >> 1 != ZD_PERF_EAGER)) {
 		wire_encode(c, &mine);
 		dat_cr_reject(cr, sizeof(mine), &mine);
 		zd_perf_die("the client runs zd_%s; this is zd_%s",
@@ -474,14 +495,20 @@ static void server_accept(struct zd_perf_conn *c, struct zd_perf_opts *o, int re
 			    zd_perf_test_name(o->verb, o->kind));
 	}
 	server_adopt(o, &theirs);
-	if (theirs.size > c->max_msg) {
+	if (o->verb == ZD_PERF_EAGER && (theirs.rx_depth < 2 || theirs.rx_depth > 4096 ||
+	    o->slots * zd_perf_eager_slot_bytes(theirs.size) > ZD_PERF_EAGER_MAX_RING)) {
+		dat_cr_reject(cr, 0, NULL);
+		zd_perf_die("client asks for %" PRIu32 " slots of %" PRIu32 " bytes", theirs.rx_depth,
+			    theirs.size);
+	}
+	if (write_bytes(o, theirs.size) > c->max_msg) {
 		dat_cr_reject(cr, 0, NULL);
 		zd_perf_die("client asks for %" PRIu32 "-byte messages; %s carries %" PRIu64,
 			    theirs.size, o->ia_name, c->max_msg);
 	}
 	adopt_peer(c, &theirs);
 	make_dto_evds(c);
-	alloc_buffer(c, o->max_size);
+	alloc_buffer(c, area_bytes(o));
 	create_ep(c);
 	post_initial_recvs(c);          /* before accepting: the first send may follow at once */
 
@@ -518,17 +545,17 @@ static void client_connect(struct zd_perf_conn *c, struct zd_perf_opts *o)
 	char buf[32];
 
 	resolve(o, &c->remote_addr);
-	if (o->max_size > c->max_msg) {
+	if (write_bytes(o, o->max_size) > c->max_msg) {
 		if (!o->all_sizes)
 			zd_perf_die("-s %" PRIu32 " is above what %s carries (%" PRIu64 " bytes)",
 				    o->size, o->ia_name, c->max_msg);
-		while (o->max_size > c->max_msg)
+		while (write_bytes(o, o->max_size) > c->max_msg)
 			o->max_size >>= 1;
 		fprintf(stderr, "%s: %s carries at most %" PRIu64 " bytes: -a stops at %" PRIu32 "\n",
 			o->prog, o->ia_name, c->max_msg, o->max_size);
 	}
 	make_dto_evds(c);
-	alloc_buffer(c, o->max_size);
+	alloc_buffer(c, area_bytes(o));
 	create_ep(c);
 	for (;;) {
 		DAT_TIMEOUT left = usec_left(deadline);
@@ -691,6 +718,7 @@ uint64_t zd_perf_poll_req(struct zd_perf_conn *c)
 		c->req_done = cookie & ~CTRL_COOKIE;  /* all signalled, in order */
 		return 0;
 	}
+	c->data_done = cookie;
 	return cookie;
 }
 
@@ -747,11 +775,7 @@ void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
 
 	switch (verb) {
 	case ZD_PERF_WRITE:     /* our send area into the peer's recv area */
-		l.virtual_address = (DAT_VADDR)(uintptr_t)(c->buf + c->area_len);
-		r.virtual_address = c->peer_addr;
-		ret = dat_ep_post_rdma_write(c->ep, 1, &l, ck, &r, flags);
-		if (ret != DAT_SUCCESS)
-			zd_perf_dat_die(ret, "dat_ep_post_rdma_write");
+		zd_perf_post_write_at(c, c->area_len, 0, size, cookie, signalled);
 		break;
 	case ZD_PERF_READ:      /* the peer's send area into our recv area */
 		l.virtual_address = (DAT_VADDR)(uintptr_t)c->buf;
@@ -767,6 +791,28 @@ void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
 			zd_perf_dat_die(ret, "dat_ep_post_send");
 		break;
 	}
+}
+
+void zd_perf_post_write_at(struct zd_perf_conn *c, uint64_t local_off, uint64_t peer_off,
+			   uint32_t len, uint64_t cookie, bool signalled)
+{
+	DAT_COMPLETION_FLAGS flags = signalled || !c->suppress_ok ?
+		DAT_COMPLETION_DEFAULT_FLAG : DAT_COMPLETION_SUPPRESS_FLAG;
+	DAT_DTO_COOKIE ck = { .as_64 = cookie };
+	DAT_LMR_TRIPLET l = {
+		.lmr_context = c->lkey,
+		.virtual_address = (DAT_VADDR)(uintptr_t)(c->buf + local_off),
+		.segment_length = len,
+	};
+	DAT_RMR_TRIPLET r = {
+		.rmr_context = c->peer_rkey,
+		.virtual_address = c->peer_addr + peer_off,
+		.segment_length = len,
+	};
+	DAT_RETURN ret = dat_ep_post_rdma_write(c->ep, 1, &l, ck, &r, flags);
+
+	if (ret != DAT_SUCCESS)
+		zd_perf_dat_die(ret, "dat_ep_post_rdma_write");
 }
 
 /* Every receive lands in the whole recv area: any size of this run fits. */

@@ -341,6 +341,8 @@ void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j)
 				zd_perf_post_count(c, atomic_count);   /* lands before the sync */
 			}
 			break;
+		case ZD_PERF_EAGER:     /* zd_perf_run_eager */
+			zd_perf_die("zd_eager_ring has loops of its own");
 		}
 		run = zd_perf_ticks() - run;
 		zd_perf_sync(c, passive ? zd_perf_passive_limit(c) : 0);
