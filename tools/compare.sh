@@ -14,6 +14,13 @@
 #   zdapl-shm   zd_write_lat, zd_send_lat, zd_write_bw per size (the 8 B
 #               write_bw run gives the message rate), --mem pool and malloc
 #   zdapl-tcp   the same (pool buffers), if its data path answers; else "n/a"
+#   consumer memory (issue 13)  malloc'd against pool buffers, same run,
+#               over zdapl-shm and zdapl-mlx5sim: zd_write_lat 8 B,
+#               zd_write_bw 1 MiB, zd_send_lat 8 B, zd_read_lat 8 B (shm's
+#               first three from its set above), with malloc / pool and
+#               the goals (latency <= 1.2x, bandwidth >= 0.9x); and
+#               zd_eager_ring (the MPI eager ring) --mode pingpong and
+#               stream, 8 B..64 KiB, latency and message rate
 #   IB extensions  zd_write_imm_lat and zd_atomic_lat (-A FETCH_AND_ADD,
 #               CMP_AND_SWAP) at 8 B beside the 8 B zd_write_lat, over
 #               zdapl-shm, zdapl-tcp and zdapl-mlx5sim (pool buffers; "n/a"
@@ -141,6 +148,7 @@ fi
 # ---- zdapl build ------------------------------------------------------------
 if [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" ] ||
    [ ! -x "$BUILD/perftest/zd_write_imm_lat" ] || [ ! -x "$BUILD/perftest/zd_atomic_lat" ] ||
+   [ ! -x "$BUILD/perftest/zd_read_lat" ] || [ ! -x "$BUILD/perftest/zd_eager_ring" ] ||
    [ ! -f "$BUILD/dat.conf" ]; then
 	log "building zdapl in $BUILD"
 	[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null || exit 1
@@ -159,7 +167,8 @@ mkdir -p "$RAW" || exit 1
 LIB=$(awk '$1 == "zdapl-shm" { print $5; exit }' "$BUILD/dat.conf")
 [ -n "$LIB" ] || { log "no zdapl-shm line in $BUILD/dat.conf"; exit 1; }
 mkdir -p "$RAW/bin"
-for b in zd_write_lat zd_send_lat zd_write_bw zd_write_imm_lat zd_atomic_lat zd_floor; do
+for b in zd_write_lat zd_send_lat zd_read_lat zd_write_bw zd_write_imm_lat zd_atomic_lat \
+	zd_eager_ring zd_floor; do
 	cp "$PERF/$b" "$RAW/bin/" || exit 1
 done
 cp "$LIB" "$RAW/bin/libzdapl.so" || exit 1
@@ -271,8 +280,9 @@ run_fi() {
 }
 
 # run_zd ia mem test size rep args...: one --loopback run (it forks its server).
-# The tests are the benchmarks' names, and faa_lat / cas_lat for
-# zd_atomic_lat's two operations.
+# The tests are the benchmarks' names, faa_lat / cas_lat for zd_atomic_lat's
+# two operations, and eager_lat / eager_rate for zd_eager_ring's two modes
+# (size "all": its sweep, 8 B..64 KiB).
 run_zd() {
 	ia=$1 mem=$2 t=$3 size=$4 rep=$5
 	shift 5
@@ -281,11 +291,14 @@ run_zd() {
 	case $t in
 	faa_lat) bin=zd_atomic_lat; set -- -A FETCH_AND_ADD "$@" ;;
 	cas_lat) bin=zd_atomic_lat; set -- -A CMP_AND_SWAP "$@" ;;
+	eager_lat) bin=zd_eager_ring; set -- --mode pingpong "$@" ;;
+	eager_rate) bin=zd_eager_ring; set -- --mode stream "$@" ;;
 	*) bin=zd_$t ;;
 	esac
+	[ "$size" = all ] || set -- -s "$size" "$@"
 	next_port
 	DAT_OVERRIDE=$RAW/dat.conf timeout 30 "$PERF/$bin" --loopback -P "$ia" \
-		--mem "$mem" -p $PORT --timeout 10 --json "$f" -s "$size" "$@" >"$f.txt" 2>&1
+		--mem "$mem" -p $PORT --timeout 10 --json "$f" "$@" >"$f.txt" 2>&1
 	rc=$?
 	record "$ia-$mem" "${ia#zdapl-}" "$t" "$size" "$rep" $rc "$f"
 }
@@ -305,14 +318,32 @@ zd_set() {
 
 # zd_ext ia rep [latency-iterations cap]: the IB extensions at 8 B (exit 77
 # where the device does not advertise one: the report says n/a). Beside the
-# 8 B write zd_set measured; mlx5sim, which zd_set does not run, measures
-# that write here too.
+# 8 B write zd_set (zd_consumer for mlx5sim) measured.
 zd_ext() {
 	n=$(lat_iters 8)
 	[ -n "${3:-}" ] && [ $n -gt $3 ] && n=$3
-	[ "$1" = zdapl-mlx5sim ] && run_zd "$1" pool write_lat 8 "$2" -n $n
 	for t in write_imm_lat faa_lat cas_lat; do
 		run_zd "$1" pool $t 8 "$2" -n $n
+	done
+}
+
+# zd_consumer ia rep [latency-iterations cap]: issue 13's malloc'd against
+# pool buffers, the two memories one after the other: the 8 B write, send
+# and read latency and the 1 MiB write bandwidth (zdapl-shm's set has all
+# but the read already), and zd_eager_ring's latency and message rate.
+zd_consumer() {
+	n=$(lat_iters 8)
+	[ -n "${3:-}" ] && [ $n -gt $3 ] && n=$3
+	if [ $QUICK = 1 ]; then el=200 er=2000; else el=1000 er=10000; fi
+	for mem in pool malloc; do
+		if [ "$1" != zdapl-shm ]; then
+			run_zd "$1" $mem write_lat 8 "$2" -n $n
+			run_zd "$1" $mem send_lat 8 "$2" -n $n
+			run_zd "$1" $mem write_bw 1048576 "$2" -n $(bw_iters 1048576)
+		fi
+		run_zd "$1" $mem read_lat 8 "$2" -n $n
+		run_zd "$1" $mem eager_lat all "$2" -n $el
+		run_zd "$1" $mem eager_rate all "$2" -n $er
 	done
 }
 
@@ -360,7 +391,8 @@ if [ "$rc" = 0 ]; then
 else
 	log "zdapl-tcp: no data path yet (exit $rc)"
 fi
-# zdapl-mlx5sim (the software mlx5 NIC; extension table only): the same probe
+# zdapl-mlx5sim (the software mlx5 NIC; the extension and consumer-memory
+# tables, not the main one): the same probe
 # and iteration cap as tcp.
 ZD_MLX5SIM=0
 run_zd zdapl-mlx5sim pool write_lat 8 0 -n 100
@@ -368,6 +400,8 @@ rc=$(tail -n 1 "$RAW/index.tsv" | cut -f6)
 if [ "$rc" = 0 ]; then
 	lat=$(json_val "$RAW/zd-zdapl-mlx5sim-pool-write_lat-8-0.json" t_typical)
 	ZD_MLX5SIM_LAT_CAP=$(awk -v l="$lat" 'BEGIN { n = l > 0 ? 1e6 / l : 20; if (n < 20) n = 20; printf "%d", n }')
+	# issue 13's four latency runs there: about 0.5 s each
+	ZD_MLX5SIM_CONS_CAP=$((ZD_MLX5SIM_LAT_CAP / 4 < 20 ? 20 : ZD_MLX5SIM_LAT_CAP / 4))
 	ZD_MLX5SIM=1
 	log "zdapl-mlx5sim answers (8 B: $lat us): iterations capped at $ZD_MLX5SIM_LAT_CAP"
 else
@@ -397,6 +431,8 @@ while [ $rep -le $REPS ]; do
 	zd_set zdapl-shm pool $rep
 	zd_set zdapl-shm malloc $rep
 	[ $ZD_TCP = 1 ] && zd_set zdapl-tcp pool $rep $ZD_TCP_LAT_CAP $ZD_TCP_BW_CAP
+	zd_consumer zdapl-shm $rep
+	[ $ZD_MLX5SIM = 1 ] && zd_consumer zdapl-mlx5sim $rep $ZD_MLX5SIM_CONS_CAP
 	zd_ext zdapl-shm $rep
 	[ $ZD_TCP = 1 ] && zd_ext zdapl-tcp $rep $ZD_TCP_LAT_CAP
 	[ $ZD_MLX5SIM = 1 ] && zd_ext zdapl-mlx5sim $rep $ZD_MLX5SIM_LAT_CAP

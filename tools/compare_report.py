@@ -4,7 +4,8 @@
 Reads the raw outputs compare.sh left in --raw (index.tsv names each run:
 system, class, test, size, rep, exit status, file), keeps the best of the
 repetitions (lowest median latency, highest bandwidth and message rate),
-works out the ratios to the floor and to the best peer, and writes:
+works out the ratios to the floor and to the best peer, and those of
+malloc'd to pool buffers on each zdapl device (issue 13), and writes:
   --out   the markdown table (also printed on stdout) and the goals block
   --json  the same as JSON
   --png   latency and bandwidth against size, drawn by gnuplot
@@ -113,6 +114,8 @@ class System:
         self.peer, self.floor = peer, floor
         self.ext_only = ext_only    # only in the extension table
         self.write_lat, self.send_lat, self.bw = {}, {}, {}
+        self.read_lat = {}
+        self.eager_lat, self.eager_mr = {}, {}     # zd_eager_ring, every size
         self.ext = {}               # EXT_TESTS -> best median latency, usec
         self.ext_na = {}            # EXT_TESTS -> why not measured (skipped)
         self.mr8 = None
@@ -156,6 +159,7 @@ def load(raw, sizes, args):
     add(System("zdapl-tcp-pool", "zdapl-tcp, pool buffers", "tcp"))
     add(System("zdapl-tcp-malloc", "zdapl-tcp, malloc buffers", "tcp"))
     add(System("zdapl-mlx5sim-pool", "zdapl-mlx5sim, pool buffers", "mlx5sim", ext_only=True))
+    add(System("zdapl-mlx5sim-malloc", "zdapl-mlx5sim, malloc buffers", "mlx5sim", ext_only=True))
     u = add(System("UCX-tcp", "UCX tcp (lo)", "tcp", peer=True))
     u.write_name, u.send_name, u.bw_name = "ucp_put_lat", "tag_lat", "ucp_put_bw"
     l = add(System("libfabric-tcp", "libfabric tcp (fi_pingpong, lo)", "tcp", peer=True))
@@ -207,6 +211,12 @@ def load(raw, sizes, args):
                 continue
             for r in d.get("results", []):
                 b = r["bytes"]
+                if test == "eager_lat":
+                    s.put("eager_lat", b, r["t_typical"], True)
+                    continue
+                if test == "eager_rate":
+                    s.put("eager_mr", b, r["msg_rate_mpps"], False)
+                    continue
                 if test in EXT_TESTS:
                     if b == 8:
                         s.ext[test] = best(s.ext.get(test), r["t_typical"], True)
@@ -217,6 +227,8 @@ def load(raw, sizes, args):
                     s.put("write_lat", b, r["t_typical"], True)
                 elif test == "send_lat":
                     s.put("send_lat", b, r["t_typical"], True)
+                elif test == "read_lat":
+                    s.put("read_lat", b, r["t_typical"], True)
                 elif test == "write_bw":
                     s.put("bw", b, r["bw_avg"], False)
                     if b == 8:
@@ -260,6 +272,7 @@ def load(raw, sizes, args):
         m = sy["zdapl-mlx5sim-pool"]
         m.label, m.na = "zdapl-mlx5sim", "n/a (no mlx5sim data path)"
         m.errors.append("probe zd_write_lat -P zdapl-mlx5sim -s 8 exit %s: %s" % zd_mlx5sim_rc)
+        sy["zdapl-mlx5sim-malloc"].na = m.na
     # zdapl-tcp runs with pool buffers only: no empty malloc row.
     m = sy.get("zdapl-tcp-malloc")
     if m is not None and not (m.write_lat or m.send_lat or m.bw or m.errors):
@@ -389,6 +402,109 @@ def build_ext_rows(sy):
     return rows
 
 
+# -------------------------------------------------- consumer memory (13) ---
+
+# Issue 13: on each device, malloc'd buffers (what consumers register)
+# against zdapl's pool, same run. (measure, field, size, kind, bound):
+# 'le' malloc / pool <= bound (latency), 'ge' >= bound (bandwidth, rate);
+# no bound: shown, no goal.
+CONSUMER_DEVICES = ("shm", "mlx5sim")
+CONSUMER_MEASURES = (
+    ("write lat us", "write_lat", 8, "le", 1.2),
+    ("write BW MB/s", "bw", 1048576, "ge", 0.9),
+    ("send lat us", "send_lat", 8, "le", 1.2),
+    ("read lat us", "read_lat", 8, "le", 1.2),
+    ("eager ring lat us", "eager_lat", 8, None, None),
+    ("eager ring Mmsg/s", "eager_mr", 8, None, None),
+)
+CONSUMER_NAMES = {"write_lat": "RDMA-write latency", "bw": "RDMA-write bandwidth",
+                  "send_lat": "send/recv latency", "read_lat": "RDMA-read latency"}
+
+
+def consumer_pair(sy, dev):
+    return sy.get("zdapl-%s-pool" % dev), sy.get("zdapl-%s-malloc" % dev)
+
+
+def build_consumer_rows(sy):
+    rows = []
+    for dev in CONSUMER_DEVICES:
+        pool, mal = consumer_pair(sy, dev)
+        if pool is None or mal is None:
+            continue
+        na = pool.na or mal.na
+        for measure, field, size, kind, bound in CONSUMER_MEASURES:
+            r = {"device": "zdapl-" + dev, "measure": measure, "field": field, "size": size,
+                 "kind": kind, "bound": bound, "na": na}
+            if not na:
+                r["pool"] = getattr(pool, field).get(size)
+                r["malloc"] = getattr(mal, field).get(size)
+                r["ratio"] = ratio(r["malloc"], r["pool"])
+                if bound is None:
+                    r["status"] = "-"
+                elif r["ratio"] is None:
+                    r["status"] = "not measured"
+                else:
+                    ok = r["ratio"] <= bound if kind == "le" else r["ratio"] >= bound
+                    r["status"] = "met" if ok else "missed"
+            rows.append(r)
+    return rows
+
+
+def consumer_goals(rows):
+    """The bounded rows of the consumer table as goals entries."""
+    out = []
+    for r in rows:
+        if r["bound"] is None:
+            continue
+        unit = " MB/s" if r["field"] == "bw" else " us"
+        goal = "%s %s %s, malloc'd buffers %s %.1fx pool buffers (same run)" % (
+            r["device"], re.sub(r"^(\d+)([KM]?)$", lambda m: m.group(1) + " " + m.group(2) +
+                                ("iB" if m.group(2) else "B"), size_label(r["size"])),
+            CONSUMER_NAMES[r["field"]], "<=" if r["kind"] == "le" else ">=", r["bound"])
+        e = {"goal": goal, "issue": 13, "kind": r["kind"], "bound": r["bound"],
+             "value": r.get("malloc"), "reference": r.get("pool")}
+        if r["na"]:
+            e["status"], e["text"] = "not measured", "not measured (%s)" % r["na"]
+        elif r.get("ratio") is None:
+            e["status"] = "not measured"
+            e["text"] = "not measured (no %s figure)" % ("malloc" if r.get("malloc") is None else "pool")
+        else:
+            rr = r["ratio"]
+            e["ratio"], e["status"] = rr, r["status"]
+            fmt = "%.0f" if r["field"] == "bw" else "%.3g"
+            detail = ("malloc " + fmt + "%s vs pool " + fmt + "%s = %.2fx (bound %.2fx)") % (
+                r["malloc"], unit, r["pool"], unit, rr, r["bound"])
+            if r["status"] == "met":
+                e["text"] = "met: " + detail
+            else:
+                by = (rr / r["bound"] - 1) * 100 if r["kind"] == "le" else (1 - rr / r["bound"]) * 100
+                e["text"] = "missed by %.0f%%: %s" % (by, detail)
+        out.append(e)
+    return out
+
+
+def build_eager_rows(sy):
+    """zd_eager_ring per device and size: ping-pong latency and streamed
+    message rate, pool beside malloc."""
+    rows = []
+    for dev in CONSUMER_DEVICES:
+        pool, mal = consumer_pair(sy, dev)
+        if pool is None or mal is None:
+            continue
+        if pool.na or mal.na:
+            rows.append({"device": "zdapl-" + dev, "size": None, "na": pool.na or mal.na})
+            continue
+        sizes = sorted(set(pool.eager_lat) | set(mal.eager_lat) | set(pool.eager_mr) | set(mal.eager_mr))
+        for b in sizes:
+            r = {"device": "zdapl-" + dev, "size": b, "na": None,
+                 "lat_pool": pool.eager_lat.get(b), "lat_malloc": mal.eager_lat.get(b),
+                 "mr_pool": pool.eager_mr.get(b), "mr_malloc": mal.eager_mr.get(b)}
+            r["lat_ratio"] = ratio(r["lat_malloc"], r["lat_pool"])
+            r["mr_ratio"] = ratio(r["mr_malloc"], r["mr_pool"])
+            rows.append(r)
+    return rows
+
+
 # ------------------------------------------------------------------ goals ---
 
 
@@ -475,6 +591,8 @@ def fnum(v, kind):
         return "%.1f" % v if v < 100 else "%.0f" % v
     if kind == "mr":
         return "%.2f" % v if v < 100 else "%.0f" % v
+    if kind == "mr3":       # message rates well below 1 Mmsg/s
+        return "%.3f" % v if v < 100 else "%.0f" % v
     return "%.2f" % v      # ratio
 
 
@@ -497,6 +615,42 @@ def table(rows):
                 cells += [fnum(r["mr8"], "mr"), fnum(r["mr8_x_floor"], "x"), fnum(r["mr8_x_peer"], "x")]
             else:
                 cells += ["", "", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+CONS_HEAD = ["device", "measure", "size", "pool", "malloc", "malloc / pool", "goal", "status"]
+
+
+def consumer_table(rows):
+    lines = ["| " + " | ".join(CONS_HEAD) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(CONS_HEAD))) + "|"]
+    for r in rows:
+        kind = "bw" if r["field"] == "bw" else "mr3" if r["field"] == "eager_mr" else "lat"
+        goal = "-" if r["bound"] is None else "%s %.1fx" % ("<=" if r["kind"] == "le" else ">=", r["bound"])
+        if r["na"]:
+            cells = [r["device"], r["measure"], size_label(r["size"]), r["na"], "-", "-", goal, "not measured"]
+        else:
+            cells = [r["device"], r["measure"], size_label(r["size"]), fnum(r["pool"], kind),
+                     fnum(r["malloc"], kind), fnum(r["ratio"], "x"), goal, r["status"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+EAGER_HEAD = ["device", "size", "lat pool us", "lat malloc us", "malloc / pool",
+              "Mmsg/s pool", "Mmsg/s malloc", "malloc / pool"]
+
+
+def eager_table(rows):
+    lines = ["| " + " | ".join(EAGER_HEAD) + " |",
+             "|" + "|".join("---" if i < 1 else "---:" for i in range(len(EAGER_HEAD))) + "|"]
+    for r in rows:
+        if r["na"]:
+            cells = [r["device"], "all", r["na"]] + ["-"] * (len(EAGER_HEAD) - 3)
+        else:
+            cells = [r["device"], size_label(r["size"]), fnum(r["lat_pool"], "lat"),
+                     fnum(r["lat_malloc"], "lat"), fnum(r["lat_ratio"], "x"),
+                     fnum(r["mr_pool"], "mr3"), fnum(r["mr_malloc"], "mr3"), fnum(r["mr_ratio"], "x")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -540,7 +694,7 @@ def git_rev(root):
         return "?"
 
 
-def report(sy, floor, rows, ext_rows, gl, args, budget_cut):
+def report(sy, floor, rows, ext_rows, gl, args, budget_cut, cons_rows, eager_rows, gl13):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = platform.node()
     try:
@@ -606,6 +760,27 @@ def report(sy, floor, rows, ext_rows, gl, args, budget_cut):
              "of one atomic, a whole round trip, so x write RTT sets them against 2x the write's "
              "one-way latency. n/a (not advertised): the device does not offer the operation "
              "(dat_ia_query's provider attributes), the benchmark skipped.")
+    L.append("")
+    L.append("## Consumer memory (issue 13): malloc'd beside pool buffers")
+    L.append("")
+    L += consumer_table(cons_rows)
+    L.append("")
+    L.append("Same run. *malloc* buffers are page-aligned heap memory (`--mem malloc`, the "
+             "benchmarks' default: what consumers register with dat_lmr_create), *pool* buffers "
+             "zdapl_mem_alloc's (`--mem pool`). Latency: median one-way (write, send: round trip "
+             "/ 2; read: post to completion), usec; BW: zd_write_bw, MB/s = 2^20 B/s; eager ring: "
+             "zd_eager_ring at 8 B (below). malloc / pool: latency ratios <= bound and bandwidth "
+             "ratios >= bound meet issue 13's goals.")
+    L.append("")
+    L.append("### zd_eager_ring: an MPI eager ring, malloc'd beside pool buffers")
+    L.append("")
+    L += eager_table(eager_rows)
+    L.append("")
+    L.append("Same run. Each side's ring of 64 slots in one registered buffer; a message is one "
+             "RDMA write of the payload and the 8-byte header word that closes its slot, which "
+             "the receiver polls; credits written back every 32 messages. *lat*: --mode pingpong, "
+             "median one-way (round trip / 2), usec; *Mmsg/s*: --mode stream, messages per "
+             "second from the first post to the credit for the last, in millions.")
     errs = [(s.label, e) for s in sy.values() for e in s.errors]
     if errs:
         L.append("")
@@ -618,6 +793,11 @@ def report(sy, floor, rows, ext_rows, gl, args, budget_cut):
     L.append("## Goals (issue 4), zdapl-shm with pool buffers")
     L.append("")
     for e in gl:
+        L.append("- %s: **%s**" % (e["goal"], e["text"]))
+    L.append("")
+    L.append("## Goals (issue 13), malloc'd buffers against pool buffers")
+    L.append("")
+    for e in gl13:
         L.append("- %s: **%s**" % (e["goal"], e["text"]))
     L.append("")
     if args.png:
@@ -799,18 +979,65 @@ def check(path):
     n_ext = check_ext(lines)
     if n_ext is None:
         return 1
+    n_cons = check_table(lines, CONS_HEAD, "consumer memory", 4)
+    n_eager = check_table(lines, EAGER_HEAD, "eager ring", 1)
+    if n_cons is None or n_eager is None:
+        return 1
     try:
         gi = next(i for i, l in enumerate(lines) if l.startswith("## Goals"))
     except StopIteration:
         print("check: no goals block")
         return 1
     g = [l for l in lines[gi:] if l.startswith("- zdapl-")]
-    if len(g) < 7 or not all(re.search(r"\*\*(met|missed|not measured)", l) for l in g):
+    if len(g) < 7 + 8 or not all(re.search(r"\*\*(met|missed|not measured)", l) for l in g):
         print("check: goals block incomplete")
         return 1
-    print("check: %s: %d rows, %d systems, %d numbers, %d goals, %d extension rows" % (
-        path, rows, len(systems), numbers, len(g), n_ext))
+    print("check: %s: %d rows, %d systems, %d numbers, %d goals, %d extension rows, "
+          "%d consumer-memory rows, %d eager-ring rows" % (
+              path, rows, len(systems), numbers, len(g), n_ext, n_cons, n_eager))
     return 0
+
+
+def check_table(lines, head, name, min_shm):
+    """A table after its header: every row as many cells, numbers, '-',
+    or n/a with a reason (and met/missed/not measured in a status column);
+    at least @min_shm zdapl-shm rows with a number. Its row count, or None."""
+    hl = "| " + " | ".join(head) + " |"
+    try:
+        h = lines.index(hl)
+    except ValueError:
+        print("check: no %s table" % name)
+        return None
+    n, shm = 0, 0
+    for l in lines[h + 2:]:
+        if not l.startswith("|"):
+            break
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        if len(cells) != len(head):
+            print("check: %s row with %d cells, want %d: %s" % (name, len(cells), len(head), l))
+            return None
+        numbers = 0
+        for c, hd in zip(cells, head):
+            if hd in ("device", "measure", "goal") or hd == "size" or c in ("", "-") or c.startswith("n/a"):
+                continue
+            if hd == "status":
+                if c not in ("met", "missed", "not measured"):
+                    print("check: %s status %r: %s" % (name, c, l))
+                    return None
+                continue
+            try:
+                float(c)
+                numbers += 1
+            except ValueError:
+                print("check: not a number: %r in %s" % (c, l))
+                return None
+        if cells[0] == "zdapl-shm" and numbers:
+            shm += 1
+        n += 1
+    if shm < min_shm:
+        print("check: %d zdapl-shm rows with numbers in the %s table, want %d" % (shm, name, min_shm))
+        return None
+    return n
 
 
 def check_ext(lines):
@@ -875,10 +1102,13 @@ def main():
     rows = build_rows(sy, sizes)
     ext_rows = build_ext_rows(sy)
     gl = goals(sy)
+    cons_rows = build_consumer_rows(sy)
+    eager_rows = build_eager_rows(sy)
+    gl13 = consumer_goals(cons_rows)
     png_ok = plot(sy, floor, args, sizes) if args.png else False
     if not png_ok:
         args.png = None
-    text, meta = report(sy, floor, rows, ext_rows, gl, args, cut)
+    text, meta = report(sy, floor, rows, ext_rows, gl, args, cut, cons_rows, eager_rows, gl13)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
@@ -888,7 +1118,8 @@ def main():
                        "floor": {"cacheline_oneway_us": floor["cacheline"],
                                  "memcpy_mbs": floor["memcpy"], "memcpy_mmsgs": floor["memcpy_mr"],
                                  "tcp_pingpong_us": floor["tcp_pp"], "tcp_stream_mbs": floor["tcp_stream"]},
-                       "rows": rows, "ext_rows": ext_rows, "goals": gl,
+                       "rows": rows, "ext_rows": ext_rows, "goals": gl + gl13,
+                       "consumer_rows": cons_rows, "eager_rows": eager_rows,
                        "errors": {s.label: s.errors for s in sy.values() if s.errors},
                        "png": args.png, "markdown": os.path.abspath(args.out)}, f, indent=1)
     sys.stdout.write(text)
