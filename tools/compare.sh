@@ -335,6 +335,11 @@ zd_consumer() {
 	n=$(lat_iters 8)
 	[ -n "${3:-}" ] && [ $n -gt $3 ] && n=$3
 	if [ $QUICK = 1 ]; then el=200 er=2000; else el=1000 er=10000; fi
+	if [ -n "${3:-}" ]; then        # a slow device: the sweep's 14 sizes
+		[ $el -gt $(($3 / 10)) ] && el=$(($3 / 10))
+		[ $el -lt 20 ] && el=20
+		[ $er -gt $3 ] && er=$3
+	fi
 	for mem in pool malloc; do
 		if [ "$1" != zdapl-shm ]; then
 			run_zd "$1" $mem write_lat 8 "$2" -n $n
