@@ -115,12 +115,76 @@ static void window_close(void)
 
 /* ---- re-backing ---- */
 
+static int pagemap_fd = -1;          /* /proc/self/pagemap, or -1 */
+
+/*
+ * Copies into @dst (fresh: zero) the pages of [lo, lo + len) that hold
+ * data: present or swapped, as /proc/self/pagemap says.  Pages never
+ * touched read as zero anyway; copying them would allocate memory the
+ * application never used (dtest registers 412 MiB twice, and touches
+ * little of it).
+ */
+static void copy_touched(uint8_t *dst, uintptr_t lo, size_t len)
+{
+	const size_t page = ZD_ADOPT_PAGE;
+	uint64_t ent[512];
+
+	for (size_t off = 0; off < len;) {
+		size_t n = (len - off) / page < 512 ? (len - off) / page : 512;
+		ssize_t got = pagemap_fd < 0 ? -1
+			    : pread(pagemap_fd, ent, n * sizeof(ent[0]),
+				    (off_t)((lo + off) / page * sizeof(ent[0])));
+
+		if (got != (ssize_t)(n * sizeof(ent[0]))) {
+			memcpy(dst + off, (void *)(lo + off), len - off);
+			return;
+		}
+		for (size_t i = 0, j; i < n; i = j) {
+			/* Bit 63: present; bit 62: swapped. */
+			bool data = ent[i] >> 62;
+
+			for (j = i + 1; j < n && (bool)(ent[j] >> 62) == data; j++)
+				;
+			if (data)
+				memcpy(dst + off + i * page, (void *)(lo + off + i * page),
+				       (j - i) * page);
+		}
+		off += n * page;
+	}
+}
+
+/* Copies into @dst (fresh: zero) what the adoption file holds of
+ * [lo, lo + len): its data ranges, skipping holes. */
+static void copy_file_data(uint8_t *dst, uintptr_t lo, size_t len)
+{
+	off_t at = (off_t)lo, end = (off_t)(lo + len);
+
+	while (at < end) {
+		off_t d = lseek(adopt_fd, at, SEEK_DATA), h;
+
+		if (d < 0 && errno == ENXIO)
+			return;
+		if (d < 0) {
+			memcpy(dst + (at - (off_t)lo), (void *)at, (size_t)(end - at));
+			return;
+		}
+		if (d >= end)
+			return;
+		h = lseek(adopt_fd, d, SEEK_HOLE);
+		if (h < 0 || h > end)
+			h = end;
+		memcpy(dst + (d - (off_t)lo), (void *)d, (size_t)(h - d));
+		at = h;
+	}
+}
+
 /*
  * Moves the contents of [lo, hi) into @dst (a fresh mapping of the same
  * length) and puts @dst at lo, under the fault window.  0 or -errno; on
  * failure [lo, hi) is as it was and @dst is unmapped.
  */
-static int reback(uintptr_t lo, uintptr_t hi, void *dst)
+static int reback(uintptr_t lo, uintptr_t hi, void *dst,
+		  void (*copy)(uint8_t *dst, uintptr_t lo, size_t len))
 {
 	size_t len = hi - lo;
 	int rc = 0;
@@ -134,7 +198,7 @@ static int reback(uintptr_t lo, uintptr_t hi, void *dst)
 		rc = -errno;
 		goto fail;
 	}
-	memcpy(dst, (void *)lo, len);
+	copy(dst, lo, len);
 	if (mremap(dst, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo) == MAP_FAILED) {
 		rc = -errno;
 		mprotect((void *)lo, len, PROT_READ | PROT_WRITE);
@@ -152,8 +216,13 @@ fail:
 static int adopt_range(uintptr_t lo, uintptr_t hi)
 {
 	size_t len = hi - lo;
-	void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, adopt_fd, (off_t)lo);
+	void *dst;
 	int rc;
+
+	/* Zero, as copy_touched expects, even if a peer wrote there late
+	 * through a window after the range's last release. */
+	fallocate(adopt_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)len);
+	dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, adopt_fd, (off_t)lo);
 
 	if (dst == MAP_FAILED)
 		return -errno;
@@ -163,7 +232,7 @@ static int adopt_range(uintptr_t lo, uintptr_t hi)
 		munmap(dst, len);
 		return rc;
 	}
-	rc = reback(lo, hi, dst);
+	rc = reback(lo, hi, dst, copy_touched);
 	if (rc == 0) {
 		stats.adopted_bytes += len;
 		stats.rebacked_bytes += len;
@@ -183,7 +252,7 @@ static void release_piece(void *arg, uintptr_t lo, uintptr_t hi)
 
 	(void)arg;
 	dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (dst == MAP_FAILED || reback(lo, hi, dst) != 0)
+	if (dst == MAP_FAILED || reback(lo, hi, dst, copy_file_data) != 0)
 		zd_log_error("cannot give %zu bytes at %#lx back to private memory: they stay "
 			     "shared and absent in fork() children", len, (unsigned long)lo);
 }
@@ -567,7 +636,7 @@ static void report_at_exit(void)
 
 	zd_adopt_get_stats(&st);
 	fprintf(stderr, "zdapl: registrations: %llu shared in place, %llu pool, %llu "
-		"cross-memory attach; %llu bytes copied into shared pages\n",
+		"cross-memory attach; %llu bytes re-backed\n",
 		(unsigned long long)st.shared, (unsigned long long)st.pool,
 		(unsigned long long)st.xma, (unsigned long long)st.rebacked_bytes);
 }
@@ -606,6 +675,7 @@ int zd_adopt_open(void)
 		close(fd);
 		goto fail;
 	}
+	pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	adopt_dev = st.st_dev;
 	adopt_ino = st.st_ino;
 	adopt_fd = fd;
