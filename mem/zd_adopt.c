@@ -447,6 +447,23 @@ static bool interior_adopted(uint64_t lo, uint64_t hi)
 	return i < nadopted && adopted[i].lo <= lo && adopted[i].hi >= hi;
 }
 
+/* Whether [lo, hi) meets the calling thread's stack. */
+static bool on_own_stack(uint64_t lo, uint64_t hi)
+{
+	pthread_attr_t attr;
+	void *base = NULL;
+	size_t size = 0;
+	uintptr_t sp = (uintptr_t)&attr;
+
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		pthread_attr_getstack(&attr, &base, &size);
+		pthread_attr_destroy(&attr);
+	}
+	if (!base)   /* unknown: the 8 MiB below and a page above this frame */
+		return lo < sp + ZD_ADOPT_PAGE && hi > sp - (8u << 20);
+	return lo < (uintptr_t)base + size && hi > (uintptr_t)base;
+}
+
 /* Chooses the path of @r (not listed yet) and adopts its whole pages
  * that nobody has adopted. */
 static void adopt_rec(struct zd_adopt_rec *r, uint64_t addr, uint64_t len)
@@ -477,6 +494,12 @@ static void adopt_rec(struct zd_adopt_rec *r, uint64_t addr, uint64_t len)
 		goto out;
 	}
 	for (size_t i = 0; i < ngaps; i++) {
+		/* This thread writes its stack while the pages are
+		 * write-protected: it would wait for itself. */
+		if (on_own_stack(gaps[i].lo, gaps[i].hi)) {
+			r->why = "the registering thread's own stack";
+			goto out;
+		}
 		/* Another registration's peer may be writing there by
 		 * cross-memory attach right now: never re-back it. */
 		if (touched(gaps[i].lo, gaps[i].hi)) {

@@ -37,9 +37,10 @@
  *    including the edge pages of registrations, keeps copy-on-write.
  *
  * Only private anonymous read-write memory is adopted (the heap, anonymous
- * mappings, thread stacks; not the main stack, files, hugetlbfs, memory
- * already shared, or a range on which a registration took the slow path
- * and may be written by cross-memory attach right now).  Everything else
+ * mappings, other threads' stacks; not the main stack or the registering
+ * thread's, files, hugetlbfs, memory already shared, or a page another
+ * registration reaches by cross-memory attach and a peer may be writing
+ * that way right now).  Everything else
  * keeps the cross-memory-attach path: correct, slower.
  *
  * Limits, by construction: a system call writing into a gap while it is
