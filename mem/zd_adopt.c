@@ -98,6 +98,17 @@ static int segv_claim(void)
 	return sigaction(SIGSEGV, &ours, NULL) == 0 ? 0 : -errno;
 }
 
+/* A library unloaded (dlclose) must not leave its handler in SIGSEGV's
+ * way: the next fault would jump into unmapped code. */
+__attribute__((destructor)) static void segv_unclaim(void)
+{
+	struct sigaction cur;
+
+	if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == on_segv)
+		sigaction(SIGSEGV, &prev_segv, NULL);
+}
+
 static void window_open(uintptr_t lo, uintptr_t hi)
 {
 	atomic_store_explicit(&win_late, 0, memory_order_relaxed);
