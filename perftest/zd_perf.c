@@ -312,24 +312,36 @@ static _Noreturn void bad_arg(const struct zd_perf_opts *o, const char *fmt, ...
 	exit(2);
 }
 
-/* A non-negative integer with an optional k/m/g (binary) suffix. */
-static uint64_t parse_num(const struct zd_perf_opts *o, const char *name,
-			  const char *s, uint64_t min, uint64_t max)
+bool zd_perf_parse_num(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
+	unsigned shift = 0;
 
 	errno = 0;
 	if (!s || !*s || *s == '-')
-		bad_arg(o, "invalid %s '%s'", name, s ? s : "");
+		return false;
 	v = strtoull(s, &end, 0);
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	default: break;
 	}
-	if (errno || *end || v < min || v > max)
+	if (errno || *end || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+static uint64_t parse_num(const struct zd_perf_opts *o, const char *name,
+			  const char *s, uint64_t min, uint64_t max)
+{
+	uint64_t v;
+
+	if (!zd_perf_parse_num(s, &v))
+		bad_arg(o, "invalid %s '%s'", name, s ? s : "");
+	if (v < min || v > max)
 		bad_arg(o, "invalid %s '%s' (%" PRIu64 "..%" PRIu64 ")", name, s, min, max);
 	return v;
 }

@@ -239,6 +239,10 @@ _Noreturn void zd_perf_skip(const char *fmt, ...) __attribute__((format(printf, 
 const char *zd_perf_atomic_name(enum zd_perf_atomic a);
 const char *zd_perf_dat_strerror(DAT_RETURN ret, char *buf, size_t len);
 
+/* A non-negative integer with an optional k/m/g (binary) suffix; false
+ * when @s is not one (or overflows). */
+bool zd_perf_parse_num(const char *s, uint64_t *out);
+
 /* The sizes a run covers, in order. */
 unsigned zd_perf_sizes(const struct zd_perf_opts *o, uint32_t *sizes, unsigned cap);
 void zd_perf_progress(const struct zd_perf_opts *o, uint32_t size, unsigned idx,
@@ -259,6 +263,17 @@ void zd_perf_json_bw(struct zd_perf_json *j, const struct zd_perf_bw_result *r);
 void zd_perf_json_close(struct zd_perf_json *j);
 
 /* ---- DAT (zd_perf_dat.c) ------------------------------------------------- */
+/* zdapl's registered pool (--mem pool), found with dlsym once dat_ia_open
+ * has loaded the provider: false where it exports none (not zdapl). */
+struct zd_perf_pool {
+	void *(*alloc)(size_t);
+	void *(*alloc_aligned)(size_t, size_t);
+	void (*free)(void *);
+};
+bool zd_perf_pool_find(struct zd_perf_pool *pool);
+/* @len bytes, page-aligned; NULL when the pool has none. */
+void *zd_perf_pool_alloc(const struct zd_perf_pool *pool, uint64_t len);
+
 void zd_perf_conn_open(struct zd_perf_conn *c, struct zd_perf_opts *o,
 		       bool is_server, int ready_fd);
 void zd_perf_conn_close(struct zd_perf_conn *c);

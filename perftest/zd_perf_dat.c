@@ -131,36 +131,42 @@ static void adopt_peer(struct zd_perf_conn *c, const struct zd_perf_wire *w)
 
 /* ---- memory ---------------------------------------------------------------- */
 
+/* libdat2 dlopens providers RTLD_GLOBAL, so after dat_ia_open a
+ * provider's exported pool is visible without linking to it. */
+bool zd_perf_pool_find(struct zd_perf_pool *pool)
+{
+	pool->alloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "zdapl_mem_alloc");
+	pool->alloc_aligned = (void *(*)(size_t, size_t))
+		dlsym(RTLD_DEFAULT, "zdapl_mem_alloc_aligned");
+	pool->free = (void (*)(void *))dlsym(RTLD_DEFAULT, "zdapl_mem_free");
+	return (pool->alloc || pool->alloc_aligned) && pool->free;
+}
+
+void *zd_perf_pool_alloc(const struct zd_perf_pool *pool, uint64_t len)
+{
+	/* zdapl_mem_alloc aligns to the page from a page up. */
+	return pool->alloc_aligned ? pool->alloc_aligned(len, 4096) : pool->alloc(len);
+}
+
 static void alloc_buffer(struct zd_perf_conn *c, uint64_t max_size)
 {
 	struct zd_perf_opts *o = (struct zd_perf_opts *)c->o;
-	void *(*pool_alloc)(size_t) = NULL;
-	void *(*pool_alloc_aligned)(size_t, size_t) = NULL;
-	void (*pool_free)(void *) = NULL;
+	struct zd_perf_pool pool;
 	enum zd_perf_mem mem = o->mem;     /* malloc unless --mem says otherwise */
 	void *p = NULL;
 
 	c->area_len = (max_size + 4095) & ~UINT64_C(4095);
 	c->buf_len = 2 * c->area_len + ZD_PERF_CTRL_BYTES;
 
-	/* libdat2 dlopens providers RTLD_GLOBAL, so after dat_ia_open a
-	 * provider's exported pool is visible without linking to it. */
-	pool_alloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "zdapl_mem_alloc");
-	pool_alloc_aligned = (void *(*)(size_t, size_t))
-		dlsym(RTLD_DEFAULT, "zdapl_mem_alloc_aligned");
-	pool_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "zdapl_mem_free");
-	bool have_pool = (pool_alloc || pool_alloc_aligned) && pool_free;
-
 	switch (mem) {
 	case ZD_PERF_MEM_POOL:
-		if (!have_pool)
+		if (!zd_perf_pool_find(&pool))
 			zd_perf_die("--mem pool: provider %s exports no zdapl_mem_alloc "
 				    "(not zdapl?); use --mem malloc", o->ia_name);
-		p = pool_alloc_aligned ? pool_alloc_aligned(c->buf_len, 4096)
-				       : pool_alloc(c->buf_len);
+		p = zd_perf_pool_alloc(&pool, c->buf_len);
 		if (!p)
 			zd_perf_die("zdapl_mem_alloc(%" PRIu64 ") failed", c->buf_len);
-		c->mem_free = pool_free;
+		c->mem_free = pool.free;
 		c->mem_desc = "pool (zdapl_mem_alloc)";
 		break;
 	case ZD_PERF_MEM_HUGEPAGE:
