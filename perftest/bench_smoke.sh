@@ -7,6 +7,8 @@
 # header announces). Exit 77 (skipped) when the provider answered
 # DAT_NOT_IMPLEMENTED (its connection manager or data path is not there
 # yet) or does not advertise the extension operation the benchmark measures.
+# BENCH_SMOKE_STDERR, if set, is an extended regex that some line of the
+# benchmark's stderr must match (what the provider reported about the run).
 set -u
 bin=$1 conf=$2 ia=$3
 shift 3
@@ -28,6 +30,10 @@ if [ $rc -eq 77 ]; then
 fi
 if [ $rc -ne 0 ]; then
 	echo "FAIL: $(basename "$bin") exited $rc" >&2
+	exit 1
+fi
+if [ -n "${BENCH_SMOKE_STDERR:-}" ] && ! grep -Eq "$BENCH_SMOKE_STDERR" "$err"; then
+	echo "FAIL: no line of stderr matches: $BENCH_SMOKE_STDERR" >&2
 	exit 1
 fi
 # Every column header line (starts with " #bytes") must be followed by a row
