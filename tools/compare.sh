@@ -20,7 +20,11 @@
 #               first three from its set above), with malloc / pool and
 #               the goals (latency <= 1.2x, bandwidth >= 0.9x); and
 #               zd_eager_ring (the MPI eager ring) --mode pingpong and
-#               stream, 8 B..64 KiB, latency and message rate
+#               stream, 8 B..64 KiB, latency and message rate; and what
+#               registration costs (zd_reg_cost: dat_lmr_create +
+#               dat_lmr_free at 4 KiB, 1 MiB, 16 MiB) over both devices on
+#               malloc'd memory (adopted), the pool, and malloc'd memory
+#               with ZDAPL_MEM_ADOPT=0
 #   IB extensions  zd_write_imm_lat and zd_atomic_lat (-A FETCH_AND_ADD,
 #               CMP_AND_SWAP) at 8 B beside the 8 B zd_write_lat, over
 #               zdapl-shm, zdapl-tcp and zdapl-mlx5sim (pool buffers; "n/a"
@@ -149,6 +153,7 @@ fi
 if [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" ] ||
    [ ! -x "$BUILD/perftest/zd_write_imm_lat" ] || [ ! -x "$BUILD/perftest/zd_atomic_lat" ] ||
    [ ! -x "$BUILD/perftest/zd_read_lat" ] || [ ! -x "$BUILD/perftest/zd_eager_ring" ] ||
+   [ ! -x "$BUILD/perftest/zd_reg_cost" ] ||
    [ ! -f "$BUILD/dat.conf" ]; then
 	log "building zdapl in $BUILD"
 	[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null || exit 1
@@ -168,7 +173,7 @@ LIB=$(awk '$1 == "zdapl-shm" { print $5; exit }' "$BUILD/dat.conf")
 [ -n "$LIB" ] || { log "no zdapl-shm line in $BUILD/dat.conf"; exit 1; }
 mkdir -p "$RAW/bin"
 for b in zd_write_lat zd_send_lat zd_read_lat zd_write_bw zd_write_imm_lat zd_atomic_lat \
-	zd_eager_ring zd_floor; do
+	zd_eager_ring zd_reg_cost zd_floor; do
 	cp "$PERF/$b" "$RAW/bin/" || exit 1
 done
 cp "$LIB" "$RAW/bin/libzdapl.so" || exit 1
@@ -183,9 +188,11 @@ EOF
 if [ $QUICK = 1 ]; then
 	SIZES="8 4096 1048576"
 	FLOOR_ARGS=--quick
+	REG_TIME=0.02
 else
 	SIZES="8 64 512 4096 32768 262144 1048576"
 	FLOOR_ARGS=
+	REG_TIME=0.05
 fi
 # The same iterations for every system: latency runs by size; bandwidth
 # runs move ~512 MiB (32 MiB quick), at most 1M messages (the 8 B run is
@@ -352,6 +359,25 @@ zd_consumer() {
 	done
 }
 
+# reg_cost ia rep: issue 13's registration cost, zd_reg_cost at 4 KiB,
+# 1 MiB and 16 MiB for REG_TIME s a size (3 pairs at least), on malloc'd
+# memory (adopted), the pool, and malloc'd memory with ZDAPL_MEM_ADOPT=0
+# (noadopt: cross-memory attach). About 0.3 s a run.
+reg_cost() {
+	for v in malloc pool noadopt; do
+		f=$RAW/reg-$1-$v-$2.json
+		if over_budget; then record regcost "${1#zdapl-}" $v all "$2" budget "$f"; continue; fi
+		if [ $v = noadopt ]; then
+			mem=malloc adopt="ZDAPL_MEM_ADOPT=0"
+		else
+			mem=$v adopt="-u ZDAPL_MEM_ADOPT"
+		fi
+		DAT_OVERRIDE=$RAW/dat.conf timeout 30 env $adopt "$PERF/zd_reg_cost" -P "$1" \
+			--mem $mem -s 4k,1m,16m --time $REG_TIME --no-held --json "$f" >"$f.txt" 2>&1
+		record regcost "${1#zdapl-}" $v all "$2" $? "$f"
+	done
+}
+
 ucx_set() { # class tls rep
 	for s in $SIZES; do
 		n=$(lat_iters $s)
@@ -441,6 +467,8 @@ while [ $rep -le $REPS ]; do
 	zd_ext zdapl-shm $rep
 	[ $ZD_TCP = 1 ] && zd_ext zdapl-tcp $rep $ZD_TCP_LAT_CAP
 	[ $ZD_MLX5SIM = 1 ] && zd_ext zdapl-mlx5sim $rep $ZD_MLX5SIM_LAT_CAP
+	reg_cost zdapl-shm $rep
+	[ $ZD_MLX5SIM = 1 ] && reg_cost zdapl-mlx5sim $rep
 	if [ $HAVE_UCX = 1 ]; then
 		log "round $rep/$REPS: UCX ($(($(date +%s) - T0))s)"
 		ucx_set shm posix,cma,self $rep
@@ -458,7 +486,7 @@ log "measured in $(($(date +%s) - T0))s"
 
 set -- --raw "$RAW" --out "$OUT" --json "$OUTDIR/compare.json" \
 	--png "$OUTDIR/compare.png" --sizes "$SIZES" --reps $((rep - 1)) \
-	--seconds $(($(date +%s) - T0))
+	--seconds $(($(date +%s) - T0)) --reg-time $REG_TIME
 [ $QUICK = 1 ] && set -- "$@" --quick
 [ $HAVE_UCX = 1 ] || set -- "$@" --no-ucx
 [ $HAVE_FI = 1 ] || set -- "$@" --no-fi

@@ -5,7 +5,8 @@ Reads the raw outputs compare.sh left in --raw (index.tsv names each run:
 system, class, test, size, rep, exit status, file), keeps the best of the
 repetitions (lowest median latency, highest bandwidth and message rate),
 works out the ratios to the floor and to the best peer, and those of
-malloc'd to pool buffers on each zdapl device (issue 13), and writes:
+malloc'd to pool buffers on each zdapl device and what registering each
+costs (zd_reg_cost; issue 13), and writes:
   --out   the markdown table (also printed on stdout) and the goals block
   --json  the same as JSON
   --png   latency and bandwidth against size, drawn by gnuplot
@@ -174,6 +175,7 @@ def load(raw, sizes, args):
     idx = [p for p in idx if p[4] not in cut]
     args.reps = len(reps - cut)
     floor = {"cacheline": None, "memcpy": {}, "memcpy_mr": {}, "tcp_pp": {}, "tcp_stream": {}}
+    reg = {}        # (device class, variant) -> RegCost
     zd_tcp_rc = zd_mlx5sim_rc = None
     budget_cut = bool(cut)
     for system, cls, test, size, rep, rc, path in idx:
@@ -193,6 +195,15 @@ def load(raw, sizes, args):
             for r in d.get("tcp_stream", []):
                 floor["tcp_stream"][r["bytes"]] = best(floor["tcp_stream"].get(r["bytes"]),
                                                        r["bw_avg"], False)
+        elif system == "regcost":
+            r = reg.setdefault((cls, test), RegCost())
+            d = read_json(path) if rc == "0" else None
+            if not d:
+                r.errors.append("exit %s: %s" % (rc, last_error(path + ".txt")))
+                r.rcs.append(rc)
+                continue
+            for x in d.get("results", []):
+                r.put(x["bytes"], x["pair_avg"])
         elif system.startswith("zdapl-"):
             if rep == "0":      # the probes of tcp and mlx5sim
                 if test == "write_lat" and system.startswith("zdapl-tcp"):
@@ -299,7 +310,7 @@ def load(raw, sizes, args):
         if s is not None:
             ft.bw[b] = s
     fs.mr8 = floor["memcpy_mr"].get(8)
-    return sy, floor, budget_cut
+    return sy, floor, budget_cut, reg
 
 
 def interp_lin(d, x):
@@ -505,6 +516,47 @@ def build_eager_rows(sy):
     return rows
 
 
+# ----------------------------------------------- registration cost (13) ---
+
+class RegCost:
+    """zd_reg_cost's runs of one device and memory: the best (lowest)
+    average create+free pair per size over the rounds, usec."""
+
+    def __init__(self):
+        self.pair = {}
+        self.errors = []
+        self.rcs = []       # exit statuses of the runs that gave nothing
+
+    def put(self, size, value):
+        self.pair[size] = best(self.pair.get(size), value, True)
+
+
+# (variant, the memory column): zd_reg_cost --mem malloc, --mem pool, and
+# --mem malloc with ZDAPL_MEM_ADOPT=0 (the cross-memory-attach path).
+REG_VARIANTS = (("malloc", "malloc (adopted)"), ("pool", "pool"),
+                ("noadopt", "malloc, ZDAPL_MEM_ADOPT=0"))
+
+
+def build_reg_rows(reg):
+    rows = []
+    for dev in CONSUMER_DEVICES:
+        for v, label in REG_VARIANTS:
+            r = reg.get((dev, v))
+            if r is None:
+                continue
+            row = {"device": "zdapl-" + dev, "variant": v, "memory": label,
+                   "na": None, "errors": r.errors}
+            if not r.pair:
+                row["na"] = "n/a (%s)" % ("exit " + r.rcs[0] if r.rcs else "no run")
+            else:
+                p4k, p1m, p16m = (r.pair.get(b) for b in (4096, 1 << 20, 16 << 20))
+                row["pair_4k_us"] = p4k
+                row["per_mib_1m_us"] = p1m
+                row["per_mib_16m_us"] = p16m / 16 if p16m is not None else None
+            rows.append(row)
+    return rows
+
+
 # ------------------------------------------------------------------ goals ---
 
 
@@ -655,6 +707,22 @@ def eager_table(rows):
     return lines
 
 
+REG_HEAD = ["device", "memory", "4 KiB us / pair", "1 MiB us / MiB", "16 MiB us / MiB"]
+
+
+def reg_table(rows):
+    lines = ["| " + " | ".join(REG_HEAD) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(REG_HEAD))) + "|"]
+    for r in rows:
+        if r["na"]:
+            cells = [r["device"], r["memory"], r["na"], "-", "-"]
+        else:
+            cells = [r["device"], r["memory"], fnum(r["pair_4k_us"], "lat"),
+                     fnum(r["per_mib_1m_us"], "lat"), fnum(r["per_mib_16m_us"], "lat")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 EXT_HEAD = ["system", "write lat us", "write+imm lat us", "x write",
             "FAA us", "x write RTT", "CAS us", "x write RTT"]
 
@@ -694,7 +762,8 @@ def git_rev(root):
         return "?"
 
 
-def report(sy, floor, rows, ext_rows, gl, args, budget_cut, cons_rows, eager_rows, gl13):
+def report(sy, floor, rows, ext_rows, gl, args, budget_cut, cons_rows, eager_rows, gl13,
+           reg_rows):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = platform.node()
     try:
@@ -781,7 +850,22 @@ def report(sy, floor, rows, ext_rows, gl, args, budget_cut, cons_rows, eager_row
              "the receiver polls; credits written back every 32 messages. *lat*: --mode pingpong, "
              "median one-way (round trip / 2), usec; *Mmsg/s*: --mode stream, messages per "
              "second from the first post to the credit for the last, in millions.")
+    L.append("")
+    L.append("### Registration cost (issue 13)")
+    L.append("")
+    L += reg_table(reg_rows)
+    L.append("")
+    L.append("Same run. zd_reg_cost: dat_lmr_create(DAT_MEM_TYPE_VIRTUAL) + dat_lmr_free of one "
+             "page-aligned buffer whose every page was touched, one LMR at a time, pairs "
+             "repeated for %s s a size (at least 3); the average pair, usec (per MiB: divided "
+             "by the size in MiB), best of the rounds. *malloc (adopted)*: the pair re-backs "
+             "the buffer's whole pages with the shared adoption file and gives them back; "
+             "*ZDAPL_MEM_ADOPT=0*: the same memory left to cross-memory attach; *pool*: "
+             "zdapl_mem_alloc's, registered already. (`zd_reg_cost` alone also times a "
+             "second LMR over a range another holds: no copy.)" % args.reg_time)
     errs = [(s.label, e) for s in sy.values() for e in s.errors]
+    errs += [("zd_reg_cost %s, %s" % (r["device"], r["memory"]), e)
+             for r in reg_rows for e in r["errors"]]
     if errs:
         L.append("")
         L.append("Runs that failed or were not possible (their cells are '-' or n/a):")
@@ -981,7 +1065,8 @@ def check(path):
         return 1
     n_cons = check_table(lines, CONS_HEAD, "consumer memory", 4)
     n_eager = check_table(lines, EAGER_HEAD, "eager ring", 1)
-    if n_cons is None or n_eager is None:
+    n_reg = check_table(lines, REG_HEAD, "registration cost", 3)
+    if n_cons is None or n_eager is None or n_reg is None:
         return 1
     try:
         gi = next(i for i, l in enumerate(lines) if l.startswith("## Goals"))
@@ -993,8 +1078,8 @@ def check(path):
         print("check: goals block incomplete")
         return 1
     print("check: %s: %d rows, %d systems, %d numbers, %d goals, %d extension rows, "
-          "%d consumer-memory rows, %d eager-ring rows" % (
-              path, rows, len(systems), numbers, len(g), n_ext, n_cons, n_eager))
+          "%d consumer-memory rows, %d eager-ring rows, %d registration-cost rows" % (
+              path, rows, len(systems), numbers, len(g), n_ext, n_cons, n_eager, n_reg))
     return 0
 
 
@@ -1018,7 +1103,8 @@ def check_table(lines, head, name, min_shm):
             return None
         numbers = 0
         for c, hd in zip(cells, head):
-            if hd in ("device", "measure", "goal") or hd == "size" or c in ("", "-") or c.startswith("n/a"):
+            if hd in ("device", "measure", "goal", "memory", "size") or c in ("", "-") or \
+                    c.startswith("n/a"):
                 continue
             if hd == "status":
                 if c not in ("met", "missed", "not measured"):
@@ -1090,6 +1176,7 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--seconds", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reg-time", default="0.05", help="zd_reg_cost --time of the runs")
     ap.add_argument("--no-ucx", action="store_true")
     ap.add_argument("--no-fi", action="store_true")
     args = ap.parse_args()
@@ -1098,7 +1185,7 @@ def main():
     if not args.raw or not args.out:
         ap.error("--raw and --out are needed")
     sizes = [int(s) for s in args.sizes.split()]
-    sy, floor, cut = load(args.raw, sizes, args)
+    sy, floor, cut, reg = load(args.raw, sizes, args)
     rows = build_rows(sy, sizes)
     ext_rows = build_ext_rows(sy)
     gl = goals(sy)
@@ -1108,7 +1195,9 @@ def main():
     png_ok = plot(sy, floor, args, sizes) if args.png else False
     if not png_ok:
         args.png = None
-    text, meta = report(sy, floor, rows, ext_rows, gl, args, cut, cons_rows, eager_rows, gl13)
+    reg_rows = build_reg_rows(reg)
+    text, meta = report(sy, floor, rows, ext_rows, gl, args, cut, cons_rows, eager_rows, gl13,
+                        reg_rows)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
@@ -1120,6 +1209,8 @@ def main():
                                  "tcp_pingpong_us": floor["tcp_pp"], "tcp_stream_mbs": floor["tcp_stream"]},
                        "rows": rows, "ext_rows": ext_rows, "goals": gl + gl13,
                        "consumer_rows": cons_rows, "eager_rows": eager_rows,
+                       "reg_rows": [{k: v for k, v in r.items() if k != "errors"}
+                                    for r in reg_rows],
                        "errors": {s.label: s.errors for s in sy.values() if s.errors},
                        "png": args.png, "markdown": os.path.abspath(args.out)}, f, indent=1)
     sys.stdout.write(text)
