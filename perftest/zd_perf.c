@@ -38,6 +38,11 @@ static volatile sig_atomic_t g_server_status = -1; /* its exit code, once reaped
 
 /* ---- errors ---------------------------------------------------------------- */
 
+void zd_perf_set_prog(const char *prog)
+{
+	g_prog = prog;
+}
+
 static void kill_server(void)
 {
 	pid_t pid = g_server_pid;

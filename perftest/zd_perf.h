@@ -231,6 +231,8 @@ int zd_perf_main(int argc, char **argv, enum zd_perf_verb verb,
 		 enum zd_perf_kind kind);
 const char *zd_perf_verb_name(enum zd_perf_verb verb);
 const char *zd_perf_test_name(enum zd_perf_verb verb, enum zd_perf_kind kind);
+/* The name errors start with (zd_perf_main sets it; other tools call this). */
+void zd_perf_set_prog(const char *prog);
 _Noreturn void zd_perf_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A DAT call failed: DAT_NOT_IMPLEMENTED exits ZD_PERF_EXIT_SKIP, else 1. */
 _Noreturn void zd_perf_dat_die(DAT_RETURN ret, const char *call);

@@ -431,6 +431,7 @@ int main(int argc, char **argv)
 	FILE *json = NULL;
 
 	o.prog = slash ? slash + 1 : argv[0];
+	zd_perf_set_prog(o.prog);
 	parse_opts(&o, argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	zd_perf_clock_init();
