@@ -466,6 +466,24 @@ static bool interior_adopted(uint64_t lo, uint64_t hi)
 	return i < nadopted && adopted[i].lo <= lo && adopted[i].hi >= hi;
 }
 
+/*
+ * Whether [lo, hi), adopted by our books, still maps shared memory (the
+ * file), or the application unmapped it without deregistering and mapped
+ * private memory there again (undefined, as on verbs, but then RDMA
+ * through the file would miss the new memory).  One system call:
+ * MADV_WIPEONFORK applies only to private anonymous memory, so it fails
+ * with EINVAL on our mapping; it is undone wherever it applied.
+ */
+static bool still_shared(uint64_t lo, uint64_t hi)
+{
+	int rc = madvise((void *)(uintptr_t)lo, hi - lo, MADV_WIPEONFORK);
+	int err = errno;
+
+	if (rc == 0 || err != EINVAL)
+		(void)madvise((void *)(uintptr_t)lo, hi - lo, MADV_KEEPONFORK);
+	return rc != 0 && err == EINVAL;
+}
+
 /* Whether [lo, hi) meets the calling thread's stack. */
 static bool on_own_stack(uint64_t lo, uint64_t hi)
 {
@@ -488,8 +506,8 @@ static bool on_own_stack(uint64_t lo, uint64_t hi)
 static void adopt_rec(struct zd_adopt_rec *r, uint64_t addr, uint64_t len)
 {
 	struct zd_chunk_ref c;
-	struct ivl *gaps = NULL;
-	size_t ngaps = 0, done;
+	struct ivl *gaps = NULL, *held = NULL;
+	size_t ngaps = 0, nheld = 0, done;
 
 	r->path = ZD_ADOPT_XMA;
 	if (zd_chunk_lookup((void *)(uintptr_t)addr, len, &c)) {
@@ -511,6 +529,17 @@ static void adopt_rec(struct zd_adopt_rec *r, uint64_t addr, uint64_t len)
 	if (set_pieces(r->ilo, r->ihi, false, &gaps, &ngaps) != 0) {
 		r->why = "out of memory";
 		goto out;
+	}
+	/* What is adopted already must still be. */
+	if (set_pieces(r->ilo, r->ihi, true, &held, &nheld) != 0) {
+		r->why = "out of memory";
+		goto out;
+	}
+	for (size_t i = 0; i < nheld; i++) {
+		if (!still_shared(held[i].lo, held[i].hi)) {
+			r->why = "unmapped and mapped again under a live registration";
+			goto out;
+		}
 	}
 	for (size_t i = 0; i < ngaps; i++) {
 		/* This thread writes its stack while the pages are
@@ -552,6 +581,7 @@ static void adopt_rec(struct zd_adopt_rec *r, uint64_t addr, uint64_t len)
 	r->why = NULL;
 out:
 	free(gaps);
+	free(held);
 }
 
 struct zd_adopt_rec *zd_adopt_acquire(uint64_t addr, uint64_t len)
@@ -648,7 +678,7 @@ bool zd_adopt_covers(uint64_t addr, uint64_t len)
 	}
 	lo = (addr + adopt_page - 1) & ~(uint64_t)(adopt_page - 1);
 	hi = (addr + len) & ~(uint64_t)(adopt_page - 1);
-	all = interior_adopted(lo, hi);
+	all = interior_adopted(lo, hi) && still_shared(lo, hi);
 	pthread_mutex_unlock(&adopt_lock);
 	return all;
 }
@@ -683,6 +713,19 @@ static void report_at_exit(void)
 		(unsigned long long)st.xma, (unsigned long long)st.rebacked_bytes);
 }
 
+/* fork() waits for a re-backing in progress: a child must not inherit
+ * pages write-protected under a window no thread of its own will close,
+ * nor our lock held by a thread it does not have. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&adopt_lock);
+}
+
+static void fork_done(void)
+{
+	pthread_mutex_unlock(&adopt_lock);
+}
+
 static bool env_is(const char *name, const char *val)
 {
 	const char *e = getenv(name);
@@ -699,6 +742,7 @@ int zd_adopt_open(void)
 	if (adopt_tried)
 		goto out;
 	adopt_tried = true;
+	pthread_atfork(fork_prepare, fork_done, fork_done);
 	adopt_page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	adopt_report = env_is("ZDAPL_MEM_REPORT", "1");
 	if (adopt_report)
