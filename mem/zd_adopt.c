@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/ucontext.h>
 #include <unistd.h>
 
 #include "core/zd_log.h"
@@ -41,31 +42,41 @@ static struct zd_adopt_stats stats;
 /*
  * While [win_lo, win_hi) is write-protected for re-backing, win_busy is 1.
  * A write fault inside it waits for the window to close and returns, and
- * the write is retried on the new pages.  A fault seen just after the
- * window closed is retried too, a bounded number of times per window: a
- * write to memory the consumer itself made read-only there afterwards
- * still reaches the handler that was there before us.
+ * the write is retried on the new pages.  A thread preempted between its
+ * fault and its handler may only run the handler after that window closed
+ * (and another opened elsewhere): a write fault on a page that is writable
+ * now is such a late one, and is retried too.  MADV_POPULATE_WRITE asks
+ * the kernel exactly that, without touching the page's bytes.  Anything
+ * else (a read or execute fault, a page still read-only) is not ours.
  */
-#define LATE_RETRIES 4096u
-
 static _Atomic uintptr_t win_lo, win_hi;
 static _Atomic unsigned win_busy;
-static _Atomic unsigned win_late;
 static struct sigaction prev_segv;
+
+/* x86-64 page-fault error code: bit 1 set for a write access. */
+static bool write_fault(const void *uc)
+{
+	return ((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2;
+}
 
 static void on_segv(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t a = (uintptr_t)si->si_addr;
 
-	if (si->si_code == SEGV_ACCERR &&
-	    a >= atomic_load_explicit(&win_lo, memory_order_acquire) &&
-	    a < atomic_load_explicit(&win_hi, memory_order_acquire)) {
-		if (atomic_load_explicit(&win_busy, memory_order_acquire)) {
+	if (si->si_code == SEGV_ACCERR && write_fault(uc)) {
+		if (a >= atomic_load_explicit(&win_lo, memory_order_acquire) &&
+		    a < atomic_load_explicit(&win_hi, memory_order_acquire) &&
+		    atomic_load_explicit(&win_busy, memory_order_acquire)) {
 			while (atomic_load_explicit(&win_busy, memory_order_acquire))
 				sched_yield();
 			return;
 		}
-		if (atomic_fetch_add_explicit(&win_late, 1, memory_order_relaxed) < LATE_RETRIES)
+		int saved = errno;   /* the interrupted code's */
+		int rc = madvise((void *)(a & ~(uintptr_t)(ZD_ADOPT_PAGE - 1)), ZD_ADOPT_PAGE,
+				 MADV_POPULATE_WRITE);
+
+		errno = saved;
+		if (rc == 0)
 			return;
 	}
 	/* Not ours: whoever handled SIGSEGV before us. */
@@ -111,7 +122,6 @@ __attribute__((destructor)) static void segv_unclaim(void)
 
 static void window_open(uintptr_t lo, uintptr_t hi)
 {
-	atomic_store_explicit(&win_late, 0, memory_order_relaxed);
 	atomic_store_explicit(&win_lo, lo, memory_order_relaxed);
 	atomic_store_explicit(&win_hi, hi, memory_order_relaxed);
 	/* release: a thread that faults in the range sees it busy. */
