@@ -41,29 +41,35 @@ static struct zd_adopt_stats stats;
 
 /*
  * While [win_lo, win_hi) is write-protected for re-backing, win_busy is 1.
- * A write fault inside it waits for the window to close and returns, and
- * the write is retried on the new pages.  A thread preempted between its
- * fault and its handler may only run the handler after that window closed
- * (and another opened elsewhere): a write fault on a page that is writable
- * now is such a late one, and is retried too.  MADV_POPULATE_WRITE asks
- * the kernel exactly that, without touching the page's bytes.  Anything
- * else (a read or execute fault, a page still read-only) is not ours.
+ * A fault inside it (a write; a read too while pages are inaccessible)
+ * waits for the window to close and returns, and the access is retried on
+ * the new pages.  A thread preempted between its fault and its handler may
+ * only run the handler after that window closed (and another opened
+ * elsewhere): a fault on a page that now allows the access is such a late
+ * one, and is retried too.  MADV_POPULATE_WRITE/READ asks the kernel
+ * exactly that, without touching the page's bytes.  Anything else (an
+ * instruction fetch, a page that still refuses the access) is not ours.
  */
 static _Atomic uintptr_t win_lo, win_hi;
 static _Atomic unsigned win_busy;
 static struct sigaction prev_segv;
 
-/* x86-64 page-fault error code: bit 1 set for a write access. */
+/* x86-64 page-fault error code: bit 1 a write, bit 4 an instruction fetch. */
 static bool write_fault(const void *uc)
 {
 	return ((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2;
+}
+
+static bool exec_fault(const void *uc)
+{
+	return ((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 16;
 }
 
 static void on_segv(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t a = (uintptr_t)si->si_addr;
 
-	if (si->si_code == SEGV_ACCERR && write_fault(uc)) {
+	if (si->si_code == SEGV_ACCERR && !exec_fault(uc)) {
 		if (a >= atomic_load_explicit(&win_lo, memory_order_acquire) &&
 		    a < atomic_load_explicit(&win_hi, memory_order_acquire) &&
 		    atomic_load_explicit(&win_busy, memory_order_acquire)) {
@@ -73,7 +79,7 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 		}
 		int saved = errno;   /* the interrupted code's */
 		int rc = madvise((void *)(a & ~(uintptr_t)(ZD_ADOPT_PAGE - 1)), ZD_ADOPT_PAGE,
-				 MADV_POPULATE_WRITE);
+				 write_fault(uc) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 
 		errno = saved;
 		if (rc == 0)
@@ -272,14 +278,16 @@ static int adopt_range(uintptr_t lo, uintptr_t hi)
 	return rc;
 }
 
-/* Gives [lo, hi) back to private memory where it is still our mapping,
- * and frees the file's pages.  Called per maps entry. */
+/* Gives [lo, hi) back to private memory where it is still our mapping.
+ * Called per maps entry. */
 static void release_piece(void *arg, uintptr_t lo, uintptr_t hi)
 {
 	size_t len = hi - lo;
 	void *dst;
 
 	(void)arg;
+	/* Fresh pages moved in: a mapping apart from its neighbours (their
+	 * anonymous memory cannot be joined again: see README, limits). */
 	dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (dst == MAP_FAILED || reback(lo, hi, dst, copy_file_data) != 0)
 		zd_log_error("cannot give %zu bytes at %#lx back to private memory: they stay "
