@@ -31,6 +31,7 @@
 
 #include "mem/zd_adopt.h"
 #include "adopt_maps_test.h"
+#include "adopt_hammer_test.h"
 
 #define PG ((size_t)4096)
 
@@ -271,112 +272,7 @@ Test(adopt, allocators)
 	cr_assert_eq(stats_now().shared - st0.shared, 3);
 }
 
-/* ---- threads hammering while the backing changes ---- */
-
-/*
- * Eight pages; words every thread increments atomically, and words each
- * thread owns and increments with plain loads and stores (reading each
- * store back), on every page: the registration's whole pages, its edge
- * pages inside and outside the region, and pages it does not touch.
- */
-enum { HAMMER_PAGES = 8, HAMMER_THREADS = 3, OWN_WORDS = 2 * HAMMER_PAGES };
-
-struct hammer {
-	uint8_t *m;
-	_Atomic int stop;
-	_Atomic int started;
-};
-
-struct hammer_thread {
-	struct hammer *h;
-	int id;
-	uint64_t rounds;
-	uint64_t readback_misses;
-	pthread_t tid;
-};
-
-static _Atomic uint64_t *shared_word(uint8_t *m, int page, size_t off)
-{
-	return (_Atomic uint64_t *)(m + (size_t)page * PG + off);
-}
-
-/* The shared words: first, middle and last word of every page. */
-static const size_t shared_offs[] = { 0, 2048 + 64, PG - 8 };
-
-/* Thread @id's own words: one near the start (below 256: outside a
- * region that starts at +256) and one in the middle of every page. */
-static volatile uint64_t *own_word(uint8_t *m, int id, int k)
-{
-	int page = k / 2;
-	size_t off = k % 2 ? 1024 + (size_t)id * 64 : 64 + (size_t)id * 8;
-
-	return (volatile uint64_t *)(m + (size_t)page * PG + off);
-}
-
-static void *hammer_run(void *arg)
-{
-	struct hammer_thread *t = arg;
-	uint8_t *m = t->h->m;
-
-	atomic_fetch_add(&t->h->started, 1);
-	while (!atomic_load_explicit(&t->h->stop, memory_order_relaxed)) {
-		for (int p = 0; p < HAMMER_PAGES; p++)
-			for (unsigned s = 0; s < 3; s++)
-				atomic_fetch_add_explicit(shared_word(m, p, shared_offs[s]), 1,
-							  memory_order_relaxed);
-		t->rounds++;
-		for (int k = 0; k < OWN_WORDS; k++) {
-			volatile uint64_t *w = own_word(m, t->id, k);
-
-			*w = *w + 1;
-			if (*w != t->rounds)
-				t->readback_misses++;
-		}
-	}
-	return NULL;
-}
-
-static void hammer_start(struct hammer *h, struct hammer_thread *t)
-{
-	h->m = map_pages(HAMMER_PAGES);
-	atomic_store(&h->stop, 0);
-	atomic_store(&h->started, 0);
-	for (int i = 0; i < HAMMER_THREADS; i++) {
-		t[i] = (struct hammer_thread){ .h = h, .id = i };
-		cr_assert_eq(pthread_create(&t[i].tid, NULL, hammer_run, &t[i]), 0);
-	}
-	while (atomic_load(&h->started) < HAMMER_THREADS)
-		sched_yield();
-}
-
-/* Stops the threads; every increment is there. */
-static void hammer_check(struct hammer *h, struct hammer_thread *t)
-{
-	uint64_t total = 0;
-
-	atomic_store(&h->stop, 1);
-	for (int i = 0; i < HAMMER_THREADS; i++) {
-		cr_assert_eq(pthread_join(t[i].tid, NULL), 0);
-		total += t[i].rounds;
-		cr_assert_eq(t[i].readback_misses, 0, "thread %d read back another value %llu times",
-			     i, (unsigned long long)t[i].readback_misses);
-		for (int k = 0; k < OWN_WORDS; k++)
-			cr_assert_eq(*own_word(h->m, i, k), t[i].rounds,
-				     "thread %d word %d (page %d): %llu, expected %llu: a store was lost",
-				     i, k, k / 2, (unsigned long long)*own_word(h->m, i, k),
-				     (unsigned long long)t[i].rounds);
-	}
-	cr_assert_gt(total, 0);
-	for (int p = 0; p < HAMMER_PAGES; p++)
-		for (unsigned s = 0; s < 3; s++)
-			cr_assert_eq(atomic_load(shared_word(h->m, p, shared_offs[s])), total,
-				     "page %d word +%zu: %llu, expected %llu: an increment was lost", p,
-				     shared_offs[s],
-				     (unsigned long long)atomic_load(shared_word(h->m, p, shared_offs[s])),
-				     (unsigned long long)total);
-	cr_assert(pages_are(h->m, HAMMER_PAGES * PG, PB_PRIVATE));
-	munmap(h->m, HAMMER_PAGES * PG);
-}
+/* ---- threads hammering while the backing changes (adopt_hammer_test.h) ---- */
 
 /* One registration [1 + 256 B, 6 + 256 B): whole pages 2..5, edge pages 1
  * and 6 (written inside and outside the region), pages 0 and 7 beyond. */
