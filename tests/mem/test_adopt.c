@@ -823,3 +823,75 @@ Test(adopt, fork_children)
 	munmap(m, 8 * PG);
 }
 
+
+/*
+ * fork() while another thread registers: the child gets each page either
+ * absent (adopted by then) or as a private copy it can write (not yet).
+ * Never a page left write-protected by a re-backing the child's copy of
+ * the registering thread will not finish (a write to it would wait for
+ * that thread forever).
+ */
+struct registrar {
+	uint8_t *m;
+	size_t len;
+	_Atomic int stop;
+	unsigned rounds;
+};
+
+static void *register_loop(void *arg)
+{
+	struct registrar *g = arg;
+
+	while (!atomic_load(&g->stop)) {
+		zd_adopt_release(acquire(g->m + PG, g->len - 2 * PG));
+		g->rounds++;
+	}
+	return NULL;
+}
+
+Test(adopt, fork_while_registering)
+{
+	struct registrar g = { .len = 256 * PG };
+	unsigned absent = 0, copied = 0;
+	pthread_t tid;
+
+	g.m = map_pages(256);
+	fill_pat(g.m, g.len, 90);
+	cr_assert_eq(pthread_create(&tid, NULL, register_loop, &g), 0);
+	for (int i = 0; i < 100; i++) {
+		uint8_t *page = g.m + 128 * PG;
+		pid_t pid = fork();
+		int st;
+
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			enum page_backing b = page_backing(page);
+
+			if (b == PB_UNMAPPED)
+				_exit(10);
+			if (b != PB_PRIVATE) {
+				fprintf(stderr, "child: page %p is %s in the child\n", (void *)page,
+					page_backing_name(b));
+				/* a write waits for a window nobody will close */
+				alarm(1);
+			}
+			page[0] ^= 1;
+			_exit(b == PB_PRIVATE ? 11 : 12);
+		}
+		st = wait_child(pid);
+		cr_assert(WIFEXITED(st) && (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11),
+			  "fork %d: the child %s", i,
+			  WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM
+				  ? "hung writing a page write-protected at the fork"
+				  : "found the page neither absent nor private");
+		absent += WEXITSTATUS(st) == 10;
+		copied += WEXITSTATUS(st) == 11;
+	}
+	atomic_store(&g.stop, 1);
+	cr_assert_eq(pthread_join(tid, NULL), 0);
+	fprintf(stderr, "fork_while_registering: %u rounds, children: %u absent, %u copied\n",
+		g.rounds, absent, copied);
+	assert_pat(g.m, g.len, 90);
+	cr_assert(pages_are(g.m, g.len, PB_PRIVATE));
+	munmap(g.m, g.len);
+}
