@@ -393,6 +393,64 @@ Test(shm_adopt, dtos_with_adoption_off)
 	CHK(adopt_mappings().own == 0 && adopt_mappings().elsewhere == 0);
 }
 
+/* ZDAPL_MEM_REPORT=1: a line per registration, and at exit how many took
+ * each path (a process that registers a buffer with whole pages and one
+ * without, then exits). */
+Test(shm_adopt, report_at_exit)
+{
+	char path[] = "/tmp/zd-adopt-exit-XXXXXX";
+	int fd = mkstemp(path), st;
+	unsigned long long shared = 0, pool = 0, xma = 0;
+	char text[4096] = "";
+	const char *sum;
+	pid_t pid;
+
+	CHK(fd >= 0);
+	unlink(path);
+	pid = fork();
+	CHK(pid >= 0);
+	if (pid == 0) {
+		struct node n;
+		uint8_t *big = adopt_alloc(MALLOC), *small = malloc(100);
+		DAT_REGION_DESCRIPTION rd;
+		DAT_LMR_HANDLE lmr;
+		DAT_LMR_CONTEXT lkey;
+		DAT_RMR_CONTEXT rkey;
+		DAT_VLEN rlen;
+		DAT_VADDR raddr;
+
+		cm_in_child = 1;
+		setenv("ZDAPL_MEM_REPORT", "1", 1);
+		dup2(fd, 2);
+		node_open_on(&n, dev.ia);
+		rd.for_va = big;
+		CHK_RET(dat_lmr_create(n.ia, DAT_MEM_TYPE_VIRTUAL, rd, BUF, n.pz,
+				       DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lkey, &rkey,
+				       &rlen, &raddr),
+			DAT_SUCCESS);
+		rd.for_va = small;
+		CHK_RET(dat_lmr_create(n.ia, DAT_MEM_TYPE_VIRTUAL, rd, 100, n.pz,
+				       DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lkey, &rkey,
+				       &rlen, &raddr),
+			DAT_SUCCESS);
+		node_close(&n);
+		adopt_free(big, MALLOC);
+		free(small);
+		exit(0);   /* atexit handlers run */
+	}
+	CHK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHK(pread(fd, text, sizeof(text) - 1, 0) > 0);
+	close(fd);
+	fputs(text, stderr);
+	CHK(strstr(text, "): shared in place") != NULL);
+	CHK(strstr(text, "): cross-memory attach: ") != NULL);
+	sum = strstr(text, "zdapl: registrations: ");
+	CHK(sum);
+	CHK(sscanf(sum, "zdapl: registrations: %llu shared in place, %llu pool, %llu cross-memory attach",
+		   &shared, &pool, &xma) == 3);
+	CHK(shared >= 1 && xma >= 1);
+}
+
 /* ---- an eager ring ---- */
 
 /*
