@@ -895,3 +895,55 @@ Test(adopt, fork_while_registering)
 	cr_assert(pages_are(g.m, g.len, PB_PRIVATE));
 	munmap(g.m, g.len);
 }
+
+/*
+ * A registration the kernel refuses: the process at vm.max_map_count but
+ * for @spare mappings, so that the mmap, the mprotect split or the mremap
+ * of a re-backing fails.  Whatever path it takes, the memory keeps its
+ * bytes and stays writable; on cross-memory attach it says why.
+ */
+Test(adopt, kernel_refuses)
+{
+	enum { MAX_FILL = 70000 };
+	uint8_t **fill, *m;
+	unsigned n = 0, xma = 0;
+
+#if defined(__SANITIZE_ADDRESS__)
+	cr_skip_test("under ASan: the sanitizer maps memory of its own as it goes");
+#endif
+	fill = calloc(MAX_FILL, sizeof(*fill));
+	m = map_pages(16);
+	cr_assert_not_null(fill);
+	fill_pat(m, 16 * PG, 91);
+	/* single pages, alternately writable and not: they never merge */
+	while (n < MAX_FILL) {
+		fill[n] = mmap(NULL, PG, n % 2 ? PROT_READ : PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (fill[n] == MAP_FAILED)
+			break;
+		n++;
+	}
+	if (n == MAX_FILL)
+		cr_skip_test("vm.max_map_count is above %d", MAX_FILL);
+	for (unsigned spare = 0; spare < 24; spare++) {
+		struct zd_adopt_rec *r;
+
+		/* free @spare more slots than the last round */
+		cr_assert_eq(munmap(fill[--n], PG), 0);
+		r = acquire(m + 4 * PG + 100, 8 * PG);
+		if (r->path == ZD_ADOPT_XMA) {
+			cr_assert(r->why && r->why[0]);
+			fprintf(stderr, "%u spare: %s\n", spare + 1, r->why);
+			xma++;
+		}
+		assert_pat(m, 16 * PG, (uint8_t)(91 + spare));
+		fill_pat(m, 16 * PG, (uint8_t)(92 + spare));   /* writable, every page */
+		zd_adopt_release(r);
+		assert_pat(m, 16 * PG, (uint8_t)(92 + spare));
+	}
+	cr_assert_gt(xma, 0, "the kernel never refused: the test proves nothing");
+	while (n)
+		munmap(fill[--n], PG);
+	free(fill);
+	munmap(m, 16 * PG);
+}
