@@ -947,3 +947,81 @@ Test(adopt, kernel_refuses)
 	free(fill);
 	munmap(m, 16 * PG);
 }
+
+/* ---- the consumer's own SIGSEGV handler ---- */
+
+/* A consumer that catches faults on its own guard pages: its handler
+ * opens the page and the access is retried. */
+static uint8_t *guard;
+static _Atomic unsigned guard_faults;
+
+static void open_guard(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	if ((uint8_t *)si->si_addr < guard || (uint8_t *)si->si_addr >= guard + PG)
+		_exit(66);
+	atomic_fetch_add(&guard_faults, 1);
+	mprotect(guard, PG, PROT_READ | PROT_WRITE);
+}
+
+static void open_guard_plain(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&guard_faults, 1);
+	mprotect(guard, PG, PROT_READ | PROT_WRITE);
+}
+
+static void install_guard_handler(bool siginfo)
+{
+	struct sigaction sa = { 0 };
+
+	if (siginfo) {
+		sa.sa_sigaction = open_guard;
+		sa.sa_flags = SA_SIGINFO;
+	} else {
+		sa.sa_handler = open_guard_plain;
+	}
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGSEGV, &sa, NULL), 0);
+}
+
+/* The consumer's handler (installed before the adoption file opened, or
+ * after: each order, each kind of handler) still gets its own faults,
+ * before and after registrations, and a registration still keeps every
+ * write. */
+static void guard_case(bool before, bool siginfo)
+{
+	uint8_t *m = map_pages(6);
+	unsigned want = 0;
+
+	guard = map_pages(1);
+	atomic_store(&guard_faults, 0);
+	if (before)
+		install_guard_handler(siginfo);
+	cr_assert_geq(zd_adopt_open(), 0);
+	if (!before)
+		install_guard_handler(siginfo);
+	for (int i = 0; i < 3; i++) {
+		struct zd_adopt_rec *r;
+
+		cr_assert_eq(mprotect(guard, PG, PROT_NONE), 0);
+		guard[i] = (uint8_t)i;                 /* faults once, retried */
+		cr_assert_eq(atomic_load(&guard_faults), ++want);
+		fill_pat(m, 6 * PG, (uint8_t)(100 + i));
+		r = acquire_shared(m + PG, 4 * PG);
+		assert_pat(m, 6 * PG, (uint8_t)(100 + i));
+		cr_assert_eq(mprotect(guard, PG, PROT_NONE), 0);
+		guard[i + 10] = 1;
+		cr_assert_eq(atomic_load(&guard_faults), ++want);
+		zd_adopt_release(r);
+	}
+	munmap(guard, PG);
+	munmap(m, 6 * PG);
+}
+
+/* (adopt_env: these choose what runs before the file opens) */
+Test(adopt_env, consumer_handler_before) { guard_case(true, true); }
+Test(adopt_env, consumer_handler_after) { guard_case(false, true); }
+Test(adopt_env, consumer_plain_handler_before) { guard_case(true, false); }
+Test(adopt_env, consumer_plain_handler_after) { guard_case(false, false); }
