@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1025,3 +1028,147 @@ Test(adopt_env, consumer_handler_before) { guard_case(true, true); }
 Test(adopt_env, consumer_handler_after) { guard_case(false, true); }
 Test(adopt_env, consumer_plain_handler_before) { guard_case(true, false); }
 Test(adopt_env, consumer_plain_handler_after) { guard_case(false, false); }
+
+/* ---- a write fault whose handler runs after another window ---- */
+
+/*
+ * A thread's write faults in the window of one re-backing (A), and its
+ * SIGSEGV handler runs only after the window has moved on to another
+ * range (B): what a thread preempted between the fault and its handler
+ * sees on a busy machine.  Made deterministic here by a tracer process
+ * that holds the thread in its signal-delivery stop (ptrace) while the
+ * main thread adopts A, then B.  The fault is adoption's: the write must
+ * be retried on A's new pages, never handed to the consumer's handler
+ * (installed first here; with none, the process's default action).
+ */
+static _Atomic unsigned consumer_faults;
+static _Atomic pid_t writer_tid;
+static _Atomic uint64_t writer_rounds;
+static _Atomic int writer_stop;
+
+static void consumer_segv(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	/* a real consumer would abort here; count it and let it retry */
+	atomic_fetch_add(&consumer_faults, 1);
+}
+
+static void *late_writer(void *arg)
+{
+	volatile uint64_t *w = arg;
+
+	atomic_store(&writer_tid, (pid_t)gettid());
+	while (!atomic_load(&writer_stop)) {
+		*w = atomic_load(&writer_rounds) + 1;
+		atomic_fetch_add(&writer_rounds, 1);
+	}
+	return NULL;
+}
+
+/* The tracer: holds @tid's first SIGSEGV until told, passes the rest on;
+ * says 'S' (seized), 'F' (holding a fault) on @out, waits 'C' on @in. */
+static void tracer(pid_t tid, int in, int out)
+{
+	bool held = false;
+	char c;
+
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+		c = 'E';
+		(void)!write(out, &c, 1);
+		_exit(0);
+	}
+	c = 'S';
+	(void)!write(out, &c, 1);
+	for (;;) {
+		int st, sig = 0;
+
+		if (waitpid(tid, &st, __WALL) != tid || !WIFSTOPPED(st))
+			_exit(0);
+		if (st >> 16 == 0)      /* a signal-delivery stop */
+			sig = WSTOPSIG(st);
+		if (sig == SIGSEGV && !held) {
+			held = true;
+			c = 'F';
+			(void)!write(out, &c, 1);
+			if (read(in, &c, 1) != 1)
+				_exit(0);
+		}
+		ptrace(PTRACE_CONT, tid, 0, sig);
+	}
+}
+
+Test(adopt_env, late_fault_after_another_window)
+{
+	enum { A_PAGES = 1024 };
+	uint8_t *a = map_pages(A_PAGES + 1), *b = map_pages(4);
+	volatile uint64_t *word = (volatile uint64_t *)(a + (A_PAGES - 1) * PG);
+	struct sigaction sa = { .sa_sigaction = consumer_segv, .sa_flags = SA_SIGINFO };
+	int to_tracer[2], from_tracer[2];
+	struct zd_adopt_rec *ra = NULL, *rb;
+	pthread_t tid;
+	pid_t pid;
+	char c = 0;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGSEGV, &sa, NULL), 0);
+	cr_assert_geq(zd_adopt_open(), 0);
+	fill_pat(b, 4 * PG, 1);
+	cr_assert_eq(pthread_create(&tid, NULL, late_writer, (void *)word), 0);
+	while (!atomic_load(&writer_tid) || atomic_load(&writer_rounds) < 1000)
+		sched_yield();
+	cr_assert_eq(pipe(to_tracer), 0);
+	cr_assert_eq(pipe(from_tracer), 0);
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		tracer(atomic_load(&writer_tid), to_tracer[0], from_tracer[1]);
+	cr_assert_eq(read(from_tracer[0], &c, 1), 1);
+	if (c != 'S') {
+		atomic_store(&writer_stop, 1);
+		pthread_join(tid, NULL);
+		waitpid(pid, NULL, 0);
+		cr_skip_test("ptrace is not allowed here");
+	}
+	/* A, until the writer faults in its window */
+	for (int i = 0; i < 50 && c != 'F'; i++) {
+		struct pollfd pf = { .fd = from_tracer[0], .events = POLLIN };
+
+		ra = acquire_shared(a, A_PAGES * PG);
+		if (poll(&pf, 1, 200) == 1 && read(from_tracer[0], &c, 1) == 1 && c == 'F')
+			break;
+		zd_adopt_release(ra);
+	}
+	if (c != 'F') {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		atomic_store(&writer_stop, 1);
+		pthread_join(tid, NULL);
+		cr_skip_test("the writer never wrote during a re-backing");
+	}
+	/* the window moves on to B; then the writer's handler runs */
+	rb = acquire_shared(b, 4 * PG);
+	cr_assert_eq(write(to_tracer[1], "C", 1), 1);
+	{
+		uint64_t r0 = atomic_load(&writer_rounds);
+
+		while (atomic_load(&writer_rounds) < r0 + 1000)
+			sched_yield();
+	}
+	atomic_store(&writer_stop, 1);
+	cr_assert_eq(pthread_join(tid, NULL), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_eq(atomic_load(&consumer_faults), 0,
+		     "adoption's own write fault went to the consumer's SIGSEGV handler "
+		     "(%u times): without one, the process's default action",
+		     atomic_load(&consumer_faults));
+	cr_assert_eq(*word, atomic_load(&writer_rounds));
+	assert_pat(b, 4 * PG, 1);
+	zd_adopt_release(rb);
+	zd_adopt_release(ra);
+	munmap(a, (A_PAGES + 1) * PG);
+	munmap(b, 4 * PG);
+}
