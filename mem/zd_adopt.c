@@ -389,6 +389,18 @@ static void set_del(uint64_t lo, uint64_t hi)
 	}
 }
 
+/* Appends [lo, hi) to the growing array *@out of *@n intervals. */
+static int ivl_push(struct ivl **out, size_t *n, uint64_t lo, uint64_t hi)
+{
+	struct ivl *g = realloc(*out, (*n + 1) * sizeof(**out));
+
+	if (!g)
+		return -ENOMEM;
+	*out = g;
+	g[(*n)++] = (struct ivl){ lo, hi };
+	return 0;
+}
+
 /* Appends to @out the pieces of [lo, hi) the set holds (@in) or not. */
 static int set_pieces(uint64_t lo, uint64_t hi, bool in, struct ivl **out, size_t *n)
 {
@@ -400,14 +412,8 @@ static int set_pieces(uint64_t lo, uint64_t hi, bool in, struct ivl **out, size_
 		uint64_t p_lo = in ? (a > at ? a : at) : at;
 		uint64_t p_hi = in ? (b < hi ? b : hi) : (a < hi ? a : hi);
 
-		if (p_lo < p_hi) {
-			struct ivl *g = realloc(*out, (*n + 1) * sizeof(**out));
-
-			if (!g)
-				return -ENOMEM;
-			*out = g;
-			g[(*n)++] = (struct ivl){ p_lo, p_hi };
-		}
+		if (p_lo < p_hi && ivl_push(out, n, p_lo, p_hi) != 0)
+			return -ENOMEM;
 		at = b;
 	}
 	return 0;
@@ -462,12 +468,8 @@ static int untouched_pieces(uint64_t lo, uint64_t hi, struct ivl **out, size_t *
 			at = reach;
 			continue;
 		}
-		struct ivl *g = realloc(*out, (*n + 1) * sizeof(**out));
-
-		if (!g)
+		if (ivl_push(out, n, at, next) != 0)
 			return -ENOMEM;
-		*out = g;
-		g[(*n)++] = (struct ivl){ at, next };
 		at = next;
 	}
 	return 0;
