@@ -221,6 +221,10 @@ static void usage_eager(const struct zd_perf_opts *o, FILE *out)
 "      --mode=pingpong|stream  Latency of an echo (default), or message rate\n"
 "                 of a stream held back only by the credits\n"
 "      --slots=<n>  Ring slots (default %2$u)\n"
+"      --evd-every=<n>  While spinning on the ring for a message, dequeue the\n"
+"                 request EVD once every <n> spins (default 1; 0: never, the\n"
+"                 provider must place the writes by itself: MPI transports\n"
+"                 that look at their EVDs only when a send is outstanding)\n"
 "  -a, --all  Run sizes from %3$u till --max_size (the default without -s)\n"
 "      --max_size=<size>  Last size of the sweep (default %4$u)\n"
 "  -s, --size=<size>  One payload size (bytes before the header word)\n"
@@ -352,7 +356,7 @@ static uint64_t parse_num(const struct zd_perf_opts *o, const char *name,
 }
 
 enum { OPT_GBITS = 256, OPT_LOOPBACK, OPT_JSON, OPT_MEM, OPT_TIMEOUT, OPT_MAX_SIZE,
-       OPT_MODE, OPT_SLOTS };
+       OPT_MODE, OPT_SLOTS, OPT_EVD_EVERY };
 
 /* zd_eager_ring's defaults, which follow --mode: the sweep 8 B..64 KiB
  * unless -s, as many writes in flight as the ring has slots. The server
@@ -405,6 +409,7 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 		{ "atomic_type", required_argument, NULL, 'A' },
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "slots", required_argument, NULL, OPT_SLOTS },
+		{ "evd-every", required_argument, NULL, OPT_EVD_EVERY },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool bw = o->kind == ZD_PERF_BW, iters_given = false, size_given = false;
@@ -422,6 +427,7 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 	o->cq_mod = 100;
 	o->timeout_s = 10;
 	o->slots = ZD_PERF_EAGER_DEF_SLOTS;
+	o->evd_every = 1;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":aA:s:n:D:t:r:Q:Fp:P:hV", longs, NULL)) != -1) {
@@ -480,6 +486,11 @@ static void parse_opts(struct zd_perf_opts *o, int argc, char **argv)
 			if (!eager)
 				bad_arg(o, "--slots is an option of zd_eager_ring only");
 			o->slots = parse_num(o, "slots", optarg, 2, 4096);
+			break;
+		case OPT_EVD_EVERY:
+			if (!eager)
+				bad_arg(o, "--evd-every is an option of zd_eager_ring only");
+			o->evd_every = parse_num(o, "evd-every", optarg, 0, 1u << 30);
 			break;
 		case OPT_MEM:
 			if (strcmp(optarg, "malloc") == 0)

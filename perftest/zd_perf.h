@@ -78,6 +78,7 @@ struct zd_perf_opts {
 	bool timeout_given;
 	enum zd_perf_atomic atomic;     /* -A */
 	unsigned slots;                 /* zd_eager_ring --slots: ring slots per side */
+	unsigned evd_every;             /* zd_eager_ring --evd-every: EVD polls per spins */
 };
 
 /* zd_eager_ring: the default sweep, and a slot's bytes for a payload of

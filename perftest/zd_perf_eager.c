@@ -116,13 +116,17 @@ static void eager_recv(struct eager *e)
 	uint64_t seq = e->taken + 1, off = msg_off(e, e->taken), want = hdr_word(seq);
 	const uint8_t *msg = c->buf + off;
 	const uint64_t *hdr = (const uint64_t *)(msg + e->size);
+	unsigned every = c->o->evd_every, spins = 0;
 	struct zd_perf_waiter w;
 
 	zd_perf_waiter_init(&w, 0, "the peer's next message");
 	/* Acquire pairs with the peer's write landing in order: the payload
 	 * is visible once the header word after it is. */
 	while (__atomic_load_n(hdr, __ATOMIC_ACQUIRE) != want) {
-		zd_perf_poll_req(c);
+		if (every && ++spins >= every) {
+			zd_perf_poll_req(c);
+			spins = 0;
+		}
 		zd_perf_waiter_tick(c, &w);
 	}
 	if (msg[e->size - 1] != last_byte(seq) || (e->size > 1 && msg[0] != first_byte(seq)))
