@@ -156,6 +156,7 @@
 #define ZD_TCP_HARVEST_MS    100    /* qp_flush: wait for the rest of a frame begun */
 #define ZD_TCP_RX_STAGE      16384  /* receive staging buffer: one recv, many frames */
 #define ZD_TCP_RX_DIRECT     8192   /* a payload rest this large is read in place */
+#define ZD_TCP_IDLE_YIELD    16     /* cq_poll: sched_yield after this many idle polls */
 
 struct zd_tcp_seg {
 	uint64_t addr;
@@ -185,6 +186,7 @@ struct zd_tcp_cq {
 	 * notes the count before its sleep.  Own line: the consumer writes it. */
 	_Atomic uint64_t polls ZD_CACHE_ALIGNED;
 	_Atomic uint64_t arm_polls;
+	_Atomic uint32_t idle_polls;      /* polls in a row that found nothing */
 	struct zd_soft_cq soft ZD_CACHE_ALIGNED;  /* evd, local ring, tia->cqs link */
 	struct zd_tcp_ia *tia;
 	struct zd_soft_qplist *_Atomic qps;  /* RCU: QPs feeding this CQ */
@@ -268,6 +270,7 @@ struct zd_tcp_qp {
 	_Atomic uint32_t busy;            /* progress try-lock */
 	_Atomic uint32_t tx_pending;      /* frames wait for socket room (for arm) */
 	_Atomic uint32_t rx_stalled;      /* a send waits for a receive (for arm) */
+	_Atomic uint64_t rx_moves;        /* holder: reads that brought bytes (cq_poll) */
 	bool lw_sent;                     /* SRQ "last WQE" event posted */
 	bool local_end;                   /* the consumer ended it (qp_flush) */
 	bool reported;                    /* the CM was told it broke */

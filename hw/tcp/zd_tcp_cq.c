@@ -9,6 +9,7 @@
  * (progress=manual).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -85,6 +86,7 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_tcp_cq *cq = evd->cq_priv;
 	struct zd_soft_qplist *l;
+	uint64_t moves = 0;
 	int n = 0;
 
 	if (ZD_UNLIKELY(!cq))
@@ -95,8 +97,13 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 	if (atomic_load_explicit(&cq->qps, memory_order_relaxed)) {
 		rcu_read_lock();
 		l = rcu_dereference(cq->qps);
-		for (uint32_t i = 0; l && i < l->n; i++)
-			zd_tcp_qp_progress(l->qp[i], ZD_TCP_W_TX | ZD_TCP_W_RX);
+		for (uint32_t i = 0; l && i < l->n; i++) {
+			struct zd_tcp_qp *qp = l->qp[i];
+
+			moves -= atomic_load_explicit(&qp->rx_moves, memory_order_relaxed);
+			zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
+			moves += atomic_load_explicit(&qp->rx_moves, memory_order_relaxed);
+		}
 		rcu_read_unlock();
 	}
 	if (ZD_UNLIKELY(zd_ring_peek(cq->soft.local) == NULL) && !evd->poller) {
@@ -115,7 +122,22 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 			pthread_mutex_unlock(&tia->lock);
 		}
 	}
-	return n + zd_soft_cq_drain(&cq->soft, budget - n);
+	n += zd_soft_cq_drain(&cq->soft, budget - n);
+	if (ZD_LIKELY(n || moves) || evd->poller) {
+		atomic_store_explicit(&cq->idle_polls, 0, memory_order_relaxed);
+	} else {
+		uint32_t idle = atomic_load_explicit(&cq->idle_polls, memory_order_relaxed) + 1;
+
+		/* Nothing came: whoever we wait for (the peer process, the
+		 * IA's thread) may need this CPU more than our next poll
+		 * does.  With a core to spare the yield returns at once. */
+		if (idle >= ZD_TCP_IDLE_YIELD) {
+			idle = 0;
+			sched_yield();
+		}
+		atomic_store_explicit(&cq->idle_polls, idle, memory_order_relaxed);
+	}
+	return n;
 }
 
 void zd_tcp_cq_arm(struct zd_evd *evd)

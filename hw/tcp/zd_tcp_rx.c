@@ -411,6 +411,14 @@ bad:
 	return RX_BROKEN;
 }
 
+/* Bytes came in: a poll that saw them was not idle (cq_poll). */
+static inline void rx_moved(struct zd_tcp_qp *qp)
+{
+	atomic_store_explicit(&qp->rx_moves,
+			      atomic_load_explicit(&qp->rx_moves, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 /* One recv into the empty staging buffer: a small frame's header and
  * payload, and the frames behind it, in one system call. */
 static ssize_t rx_fill(struct zd_tcp_qp *qp)
@@ -419,6 +427,8 @@ static ssize_t rx_fill(struct zd_tcp_qp *qp)
 
 	qp->rx_off = 0;
 	qp->rx_end = n > 0 ? (uint32_t)n : 0;
+	if (n > 0)
+		rx_moved(qp);
 	return n;
 }
 
@@ -522,6 +532,7 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 				  (int)(qp->rx_niov - qp->rx_iov_i));
 			if (n <= 0)
 				goto io;
+			rx_moved(qp);
 			rx_advance(qp, (size_t)n);
 		}
 		if (qp->rx_left == 0) {
