@@ -10,6 +10,7 @@
 #   sh tools/oversub.sh [--build DIR] [--pairs N] [--reps N] [--quick]
 #                       [--sizes "8 1024 1048576"] [--out FILE.md]
 #                       [--evd-every N] [--models "thread manual"]
+#                       [--lib LIBZDAPL] (another libzdapl, e.g. a before)
 #
 # --evd-every N: zd_eager_ring's receiver dequeues its request EVD once
 # every N spins on the ring (default 1; 0: never while waiting for a
@@ -32,6 +33,7 @@ SIZES="8 1024 1048576"
 OUT=
 QUICK=0
 EVD_EVERY=1
+LIB_ARG=
 MODELS="thread manual"
 
 while [ $# -gt 0 ]; do
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift 2 ;;
 	--evd-every) EVD_EVERY=$2; shift 2 ;;
 	--models) MODELS=$2; shift 2 ;;
+	--lib) LIB_ARG=$2; shift 2 ;;
 	--quick) QUICK=1; REPS=1; shift ;;
 	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "oversub.sh: unknown argument $1" >&2; exit 2 ;;
@@ -57,6 +60,7 @@ rm -rf "$RAW" && mkdir -p "$RAW" || exit 1
 
 # The tcp line of the build's dat.conf, once per progress model.
 LIB=$(awk '$1 == "zdapl-tcp" { print $5 }' "$BUILD/dat.conf")
+[ -n "$LIB_ARG" ] && LIB=$LIB_ARG
 IF=$(awk '$1 == "zdapl-tcp" { gsub(/"/, "", $8); print $8 }' "$BUILD/dat.conf")
 [ -n "$LIB" ] && [ -n "$IF" ] || { echo "oversub.sh: no zdapl-tcp line in $BUILD/dat.conf" >&2; exit 1; }
 case $IF in
@@ -122,7 +126,10 @@ if command -v mpicc >/dev/null 2>&1 && command -v mpiexec >/dev/null 2>&1; then
 fi
 mpi_round() {  # mode size tag
 	UCX_TLS=tcp,self UCX_NET_DEVICES=lo timeout 60 mpiexec -n $((2 * PAIRS)) \
-		"$MPIBIN" "$1" "$2" "$(iters "$1" "$2")" >"$RAW/$3.txt" 2>&1
+		"$MPIBIN" "$1" "$2" "$(iters "$1" "$2")" >"$RAW/$3.txt" 2>&1 &
+	PIDS=$!         # in the background: a signal reaches the trap at once
+	wait "$PIDS"
+	PIDS=
 }
 
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; }
