@@ -40,6 +40,16 @@
  *    sleeping again).  A target that neither polls nor waits (spinning on
  *    memory) stalls the initiator's RDMA writes and reads.
  *
+ * Oversubscribed hosts (more busy-polling processes than cores, as MPI
+ * jobs run): a message moves only once the target's consumer or the IA's
+ * thread gets a CPU, and a spinner keeps its CPU for a whole scheduler
+ * slice.  So cq_poll gives its CPU away (sched_yield) after
+ * ZD_TCP_IDLE_YIELD polls in a row that brought nothing (no event, no
+ * byte read from any of its QPs' sockets): on a host with a core to spare
+ * the yield returns at once (a syscall per 16 idle polls, each of which
+ * already costs a recv), oversubscribed it hands the CPU to the peer or
+ * the IA's thread (tools/oversub.sh).  Not for pinned pollers.
+ *
  * Receiving: one recv into the QP's staging buffer (ZD_TCP_RX_STAGE)
  * brings a small frame's header and payload, and the frames behind it, in
  * one system call; each header is checked (rx_dispatch,
