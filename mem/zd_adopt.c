@@ -279,29 +279,37 @@ static int adopt_range(uintptr_t lo, uintptr_t hi)
 }
 
 /* Gives [lo, hi) back to private memory where it is still our mapping.
- * Called per maps entry. */
-static void release_piece(void *arg, uintptr_t lo, uintptr_t hi)
+ * Called per maps entry; clears *@all_back (a bool) on failure. */
+static void release_piece(void *all_back, uintptr_t lo, uintptr_t hi)
 {
 	size_t len = hi - lo;
 	void *dst;
 
-	(void)arg;
 	/* Fresh pages moved in: a mapping apart from its neighbours (their
 	 * anonymous memory cannot be joined again: see README, limits). */
 	dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (dst == MAP_FAILED || reback(lo, hi, dst, copy_file_data) != 0)
+	if (dst == MAP_FAILED || reback(lo, hi, dst, copy_file_data) != 0) {
+		*(bool *)all_back = false;
 		zd_log_error("cannot give %zu bytes at %#lx back to private memory: they stay "
 			     "shared and absent in fork() children", len, (unsigned long)lo);
+	}
 }
 
-static void release_range(uintptr_t lo, uintptr_t hi)
+/* Gives [lo, hi) back; false if some of it stays adopted (the file keeps
+ * its bytes then: the application still reaches them through it). */
+static bool release_range(uintptr_t lo, uintptr_t hi)
 {
+	bool all_back = true;
+
 	/* Only what still maps the file where we put it: the consumer may
 	 * have unmapped (or remapped) memory it had not deregistered. */
-	zd_adopt_maps_each_file_piece(lo, hi, adopt_dev, adopt_ino, release_piece, NULL);
+	zd_adopt_maps_each_file_piece(lo, hi, adopt_dev, adopt_ino, release_piece, &all_back);
+	if (!all_back)
+		return false;
 	fallocate(adopt_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo,
 		  (off_t)(hi - lo));
 	stats.adopted_bytes -= hi - lo;
+	return true;
 }
 
 /* ---- the adopted pages: sorted, disjoint, merged intervals ---- */
@@ -589,10 +597,9 @@ static void adopt_rec(struct zd_adopt_rec *r, uint64_t addr, uint64_t len)
 			r->why = rc == -ENOMEM ? "the kernel refused the mapping (ENOMEM: "
 						 "vm.max_map_count?)"
 					       : "the kernel refused to re-back the pages";
-			while (done--) {
-				release_range(gaps[done].lo, gaps[done].hi);
-				set_del(gaps[done].lo, gaps[done].hi);
-			}
+			while (done--)
+				if (release_range(gaps[done].lo, gaps[done].hi))
+					set_del(gaps[done].lo, gaps[done].hi);
 			goto out;
 		}
 		set_add(gaps[done].lo, gaps[done].hi);
@@ -673,10 +680,9 @@ void zd_adopt_release(struct zd_adopt_rec *r)
 		for (i = 0; i < nfree; i++)
 			if (set_pieces(free_pieces[i].lo, free_pieces[i].hi, true, &back, &nback))
 				break;
-		for (i = 0; i < nback && set_reserve(1) == 0; i++) {
-			release_range(back[i].lo, back[i].hi);
-			set_del(back[i].lo, back[i].hi);
-		}
+		for (i = 0; i < nback && set_reserve(1) == 0; i++)
+			if (release_range(back[i].lo, back[i].hi))
+				set_del(back[i].lo, back[i].hi);
 	}
 	pthread_mutex_unlock(&adopt_lock);
 	free(free_pieces);
