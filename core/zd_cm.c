@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "core/zd_cm.h"
+#include "core/zd_conn_qual.h"
 #include "core/zd_ud.h"
 #include "core/zd_ep.h"
 #include "core/zd_ia.h"
@@ -169,6 +172,7 @@ static void conn_count_frame(const struct zd_cm_conn *c, unsigned type, uint16_t
 		/* A UD address exchange: the address-handle request of IB's
 		 * UD CM (SIDR). */
 		[ZD_CM_MSG_UD_REQ] = { DCNT_IA_CM_AH_REQ_RX, DCNT_IA_CM_AH_REQ_TX },
+		[ZD_CM_MSG_MRA] = { DCNT_IA_CM_MRA_RX, DCNT_IA_CM_MRA_TX },
 	};
 
 	if (type == ZD_CM_MSG_REJ)
@@ -177,7 +181,7 @@ static void conn_count_frame(const struct zd_cm_conn *c, unsigned type, uint16_t
 		conn_count(c, reason == ZD_CM_REJ_PEER
 				      ? (tx ? DCNT_IA_CM_USER_REJ_TX : DCNT_IA_CM_USER_REJ_RX)
 				      : (tx ? DCNT_IA_CM_ERR_REJ_TX : DCNT_IA_CM_ERR_REJ_RX));
-	else if (type >= ZD_CM_MSG_REQ && type < ZD_CM_MSG_TYPE_END)
+	else if (type >= ZD_CM_MSG_REQ && type < ZD_CM_MSG_TYPE_END && type != ZD_CM_MSG_QUERY)
 		conn_count(c, counter[type][tx]);
 }
 
@@ -224,12 +228,186 @@ int zd_cm_start(void)
 
 /* ---- listeners ---- */
 
-DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint16_t port, struct zd_cm_listener **out)
+/* A listening socket on @addr:@port (0: the kernel picks); the fd, or
+ * -errno. */
+static int listen_socket(struct in_addr addr, uint16_t port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	socklen_t salen = sizeof(sa);
-	struct zd_cm_listener *l;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addr };
 	int one = 1, fd, err;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Rebinding a port whose old connections sit in TIME_WAIT is fine;
+	 * two listeners on one port still fail with EADDRINUSE. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, SOMAXCONN) != 0) {
+		err = errno;
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
+/* Addresses that cannot both listen on one port (INADDR_ANY meets all). */
+static bool addr_overlap(struct in_addr a, struct in_addr b)
+{
+	return a.s_addr == b.s_addr || a.s_addr == htonl(INADDR_ANY) ||
+	       b.s_addr == htonl(INADDR_ANY);
+}
+
+/* Our listener on @port overlapping @addr, or NULL. */
+static struct zd_cm_listener *local_listener(struct in_addr addr, uint16_t port)
+{
+	for (unsigned i = 0; i < nlisteners; i++)
+		if (listeners[i]->port == port && addr_overlap(listeners[i]->addr, addr))
+			return listeners[i];
+	return NULL;
+}
+
+static bool local_serves(struct in_addr addr, uint64_t qual)
+{
+	for (unsigned i = 0; i < nlisteners; i++)
+		if (listeners[i]->qual == qual && addr_overlap(listeners[i]->addr, addr))
+			return true;
+	return false;
+}
+
+/* Waits up to ZD_CM_QUERY_MS for @events on @fd. */
+static bool wait_fd(int fd, short events)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	return poll(&p, 1, ZD_CM_QUERY_MS) == 1 && !(p.revents & POLLNVAL);
+}
+
+/* Does the holder of @addr:@port (a process other than this one) serve
+ * @qual?  It answers a QUERY if it is a zdapl CM; nobody there, another
+ * protocol or no answer in time count as no. */
+static bool remote_serves(struct in_addr addr, uint16_t port, uint64_t qual)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addr };
+	uint8_t frame[sizeof(struct zd_cm_hdr)];
+	struct zd_cm_msg m;
+	size_t got = 0;
+	bool here = false;
+	int err = 0, fd;
+	socklen_t len = sizeof(err);
+
+	if (addr.s_addr == htonl(INADDR_ANY))
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (errno != EINPROGRESS || !wait_fd(fd, POLLOUT) ||
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err)
+			goto out;
+	}
+	zd_cm_frame_encode(frame, ZD_CM_MSG_QUERY, 0, qual, NULL, 0, NULL, 0);
+	if (send(fd, frame, sizeof(frame), MSG_NOSIGNAL) != (ssize_t)sizeof(frame))
+		goto out;
+	while (got < sizeof(frame) && wait_fd(fd, POLLIN)) {
+		ssize_t n = recv(fd, frame + got, sizeof(frame) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	here = zd_cm_frame_decode(frame, got, &m) == ZD_CM_FRAME_OK &&
+	       m.hdr.type == ZD_CM_MSG_REJ && m.hdr.reason == ZD_CM_REJ_QUAL_HERE;
+out:
+	close(fd);
+	return here;
+}
+
+/* Does a service point of @qual listen on @addr:@port (ours, or another
+ * process's)?  The remote question drops zd_cm.lock. */
+static bool port_serves(struct in_addr addr, uint16_t port, uint64_t qual)
+{
+	struct zd_cm_listener *l = local_listener(addr, port);
+	bool here;
+
+	if (l)
+		return l->qual == qual;
+	zd_cm_unlock();
+	here = remote_serves(addr, port, qual);
+	zd_cm_lock();
+	return here;
+}
+
+/* Serves @qual at any probe port of it other than @skip? */
+static bool qual_served(struct in_addr addr, uint64_t qual, uint16_t skip)
+{
+	if (local_serves(addr, qual))
+		return true;
+	for (unsigned probe = 0; probe < ZD_QUAL_PROBES; probe++) {
+		uint16_t port = zd_qual_port(qual, probe);
+
+		if (port != skip && port_serves(addr, port, qual))
+			return true;
+	}
+	return false;
+}
+
+/* Binds the first usable probe port of @qual: -errno of a failure other
+ * than "taken", -EADDRINUSE when @qual is served already or every port
+ * is taken. */
+static int listen_qual(struct in_addr addr, uint64_t qual, uint16_t *port)
+{
+	if (local_serves(addr, qual))
+		return -EADDRINUSE;
+	for (unsigned probe = 0; probe < ZD_QUAL_PROBES; probe++) {
+		uint16_t p = zd_qual_port(qual, probe);
+		int fd = listen_socket(addr, p);
+
+		if (fd >= 0) {
+			/* A process that found this port taken when it
+			 * listened went on to a later one. */
+			for (unsigned later = probe + 1; later < ZD_QUAL_PROBES; later++)
+				if (port_serves(addr, zd_qual_port(qual, later), qual)) {
+					close(fd);
+					return -EADDRINUSE;
+				}
+			*port = p;
+			return fd;
+		}
+		/* Privileged (a qualifier below 1024) or taken: taken by a
+		 * service point of @qual means it is in use. */
+		if (fd != -EADDRINUSE && fd != -EACCES)
+			return fd;
+		if (fd == -EADDRINUSE && port_serves(addr, p, qual))
+			return -EADDRINUSE;
+	}
+	return -EADDRINUSE;
+}
+
+/* A kernel-chosen port whose number, as a qualifier, nobody serves. */
+static int listen_any(struct in_addr addr, uint64_t *qual, uint16_t *port)
+{
+	for (int tries = 0; tries < ZD_QUAL_PROBES; tries++) {
+		struct sockaddr_in sa;
+		socklen_t salen = sizeof(sa);
+		int fd = listen_socket(addr, 0);
+
+		if (fd < 0)
+			return fd;
+		getsockname(fd, (struct sockaddr *)&sa, &salen);
+		*port = ntohs(sa.sin_port);
+		*qual = *port;
+		if (!qual_served(addr, *qual, *port))
+			return fd;
+		close(fd);
+	}
+	return -EADDRINUSE;
+}
+
+DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_listener **out)
+{
+	struct zd_cm_listener *l;
+	struct in_addr addr;
+	uint16_t port = 0;
+	int fd;
 
 	if (nlisteners == ZD_ARRAY_SIZE(listeners))
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -237,32 +415,30 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint16_t port, struct zd_cm_listener *
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	/* shm reaches only this host: any local address will do.  Network
 	 * devices listen on the IA address alone. */
-	sa.sin_addr.s_addr = ia->dev->cm_bind_any ? htonl(INADDR_ANY) : ia->addr.sin_addr.s_addr;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	/* Rebinding a port whose old connections sit in TIME_WAIT is fine;
-	 * two listeners on one port still fail with EADDRINUSE. */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, SOMAXCONN) != 0) {
-		err = errno;
-		close(fd);
-		if (err == EADDRINUSE)
-			return DAT_CONN_QUAL_IN_USE;
-		zd_log_error("connection manager: cannot listen on port %u: %s", port,
-			     strerror(err));
+	addr.s_addr = ia->dev->cm_bind_any ? htonl(INADDR_ANY) : ia->addr.sin_addr.s_addr;
+	fd = any ? listen_any(addr, &qual, &port) : listen_qual(addr, qual, &port);
+	if (fd == -EADDRINUSE)
+		return DAT_CONN_QUAL_IN_USE;
+	if (fd < 0) {
+		zd_log_error("connection manager: cannot listen for conn_qual 0x%" PRIx64 ": %s",
+			     qual, strerror(-fd));
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
-	getsockname(fd, (struct sockaddr *)&sa, &salen);
-	l = calloc(1, sizeof(*l));
-	if (!l) {
+	/* The lock was dropped while asking other processes. */
+	if (nlisteners == ZD_ARRAY_SIZE(listeners) || local_serves(addr, qual) ||
+	    !(l = calloc(1, sizeof(*l)))) {
+		bool dup = nlisteners < ZD_ARRAY_SIZE(listeners) && local_serves(addr, qual);
+
 		close(fd);
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+		return dup ? DAT_CONN_QUAL_IN_USE
+			   : DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
 	l->sock.kind = ZD_CM_SOCK_LISTENER;
 	l->sock.fd = fd;
 	l->ia = ia;
-	l->port = ntohs(sa.sin_port);
+	l->qual = qual;
+	l->addr = addr;
+	l->port = port;
 	if (cm_watch(&l->sock, EPOLLIN, EPOLL_CTL_ADD) != 0) {
 		close(fd);
 		free(l);
@@ -503,17 +679,43 @@ static void conn_connected(struct zd_cm_conn *c)
 		c->ep->local_qual = ntohs(local.sin_port);
 	c->state = ZD_CONN_REQ_SENT;
 	c->deadline = c->connect_deadline;
+	/* A listener that is not a zdapl CM may take the REQ and say
+	 * nothing: with later probe ports left, MRA must come in time. */
+	if (c->probe + 1 < ZD_QUAL_PROBES) {
+		uint64_t mra_by = zd_cm_now() + ZD_CM_MRA_NS;
+
+		if (!c->deadline || mra_by < c->deadline)
+			c->deadline = mra_by;
+	}
 	memcpy(c->tx, c->req, c->req_len);
 	c->tx_len = c->req_len;
 	conn_count_frame(c, c->ud ? ZD_CM_MSG_UD_REQ : ZD_CM_MSG_REQ, 0, true);
 	conn_flush(c);
 }
 
+static void conn_try_connect(struct zd_cm_conn *c);
+
+/* Points @c at probe @probe of its qualifier (zd_conn_qual.h). */
+static void conn_set_probe(struct zd_cm_conn *c, unsigned probe)
+{
+	c->probe = probe;
+	c->peer.sin_port = htons(zd_qual_port(c->conn_qual, probe));
+}
+
+/* Nobody serves the qualifier at this probe port (refused, REJ(NO_QUAL),
+ * or a listener that is not a zdapl CM): on to the next port; after the
+ * last, start over later, as the service point may not be up yet. */
 static void conn_refused(struct zd_cm_conn *c, uint64_t now)
 {
 	conn_count(c, DCNT_IA_CM_ERR_REFUSED);
 	sock_close(&c->sock, 1);
 	c->refused = 1;
+	if (c->probe + 1 < ZD_QUAL_PROBES) {
+		conn_set_probe(c, c->probe + 1);
+		conn_try_connect(c);
+		return;
+	}
+	conn_set_probe(c, 0);
 	c->state = ZD_CONN_RETRY_WAIT;
 	c->retry_at = now + c->retry_delay;
 	c->retry_delay = ZD_MIN(c->retry_delay * 2, ZD_CM_RETRY_MAX_NS);
@@ -553,6 +755,7 @@ static void conn_try_connect(struct zd_cm_conn *c)
 	c->sock.fd = fd;
 	c->rx_len = 0;
 	c->tx_len = 0;
+	c->reached = 0;
 	c->state = ZD_CONN_CONNECTING;
 	c->deadline = c->connect_deadline;
 	if (cm_watch(&c->sock, EPOLLOUT | EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD) != 0) {
@@ -567,7 +770,7 @@ static void conn_try_connect(struct zd_cm_conn *c)
 		zd_cm_active_failed(c, connect_errno_event(errno));
 }
 
-DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32_t conn_qual,
+DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint64_t conn_qual,
 			 DAT_TIMEOUT timeout_us, const void *pdata, size_t pdata_len)
 {
 	uint8_t blob[ZD_QP_BLOB_MAX];
@@ -589,8 +792,8 @@ DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32
 	if (!c->ud)
 		ep->cm_conn = c;     /* a UD EP may have many exchanges at once */
 	c->peer = *dst;
-	c->peer.sin_port = htons((uint16_t)conn_qual);
 	c->conn_qual = conn_qual;
+	conn_set_probe(c, 0);
 	c->req_len = zd_cm_frame_encode(c->req, c->ud ? ZD_CM_MSG_UD_REQ : ZD_CM_MSG_REQ, 0,
 					conn_qual, pdata, pdata_len, blob, blob_len);
 	c->retry_delay = ZD_CM_RETRY_MIN_NS;
@@ -612,6 +815,13 @@ static void conn_lost(struct zd_cm_conn *c)
 	switch (c->state) {
 	case ZD_CONN_REQ_SENT:
 	case ZD_CONN_CONNECTING:
+		/* Whoever holds this probe port is not a zdapl CM (it
+		 * closed on our REQ, or spoke another protocol): the service
+		 * point may be at a later one. */
+		if (!c->reached && c->probe + 1 < ZD_QUAL_PROBES) {
+			conn_refused(c, zd_cm_now());
+			return;
+		}
 		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 		return;
 	case ZD_CONN_CR_PENDING:
@@ -651,6 +861,17 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 			break;
 		zd_cm_passive_on_req(c, h, body);
 		return;
+	case ZD_CM_MSG_MRA:
+		if (c->state != ZD_CONN_REQ_SENT || c->reached)
+			break;
+		c->reached = 1;
+		c->deadline = c->connect_deadline;
+		return;
+	case ZD_CM_MSG_QUERY:
+		if (c->state != ZD_CONN_WAIT_REQ)
+			break;
+		zd_cm_passive_on_query(c, h);
+		return;
 	case ZD_CM_MSG_REP:
 		if (c->state != ZD_CONN_REQ_SENT)
 			break;
@@ -662,6 +883,10 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	case ZD_CM_MSG_REJ:
 		if (c->state != ZD_CONN_REQ_SENT)
 			break;
+		if (h->reason == ZD_CM_REJ_NO_QUAL) {
+			conn_refused(c, zd_cm_now());
+			return;
+		}
 		if (c->ud)
 			zd_cm_ud_on_rej(c, h, body);
 		else
@@ -792,7 +1017,7 @@ static void listener_event(struct zd_cm_listener *l)
 		c->peer = peer;
 		c->listener = l;
 		c->ia = l->ia;
-		c->conn_qual = l->port;
+		c->conn_qual = l->qual;
 		c->deadline = zd_cm_now() + ZD_CM_WAIT_REQ_NS;
 		if (cm_watch(&c->sock, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD) != 0)
 			zd_cm_conn_close(c);
@@ -821,6 +1046,11 @@ static int cm_run_timers(uint64_t now)
 								  : DAT_CONNECTION_EVENT_UNREACHABLE);
 				break;
 			case ZD_CONN_REQ_SENT:
+				if (!c->reached && c->probe + 1 < ZD_QUAL_PROBES &&
+				    (!c->connect_deadline || now < c->connect_deadline)) {
+					conn_refused(c, now);  /* no MRA: not a zdapl CM */
+					break;
+				}
 				conn_count(c, DCNT_IA_CM_ERR_TIMEOUT);
 				zd_cm_active_failed(c, DAT_CONNECTION_EVENT_TIMED_OUT);
 				break;

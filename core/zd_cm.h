@@ -24,6 +24,7 @@
 #define ZD_CM_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <netinet/in.h>
 
@@ -45,6 +46,8 @@ struct zd_evd;
 #define ZD_CM_IDLE_EXIT_NS        (500ull * 1000 * 1000)   /* thread exits when idle */
 #define ZD_CM_BACKLOG             4096                     /* pending CRs per PSP */
 #define ZD_CM_MAX_LISTENERS       4096                     /* per process */
+#define ZD_CM_QUERY_MS            250    /* a port's holder answers QUERY (zd_cm_listen) */
+#define ZD_CM_MRA_NS              (1000ull * 1000 * 1000)  /* REQ sent, MRA due (zd_cm_wire.h) */
 
 /* Failure detection on every connected TCP socket of zdapl (the CM's, and
  * the tcp device's data sockets): a peer that vanishes without a FIN or
@@ -83,7 +86,9 @@ struct zd_cm_listener {
 	struct zd_ia *ia;
 	struct zd_psp *psp;              /* exactly one of psp and rsp */
 	struct zd_rsp *rsp;
-	uint16_t port;
+	uint64_t qual;                   /* the service point's conn_qual */
+	struct in_addr addr;             /* bound to (INADDR_ANY: shm) */
+	uint16_t port;                   /* one of qual's probe ports (zd_conn_qual.h) */
 	uint32_t pending;                /* CRs not yet accepted or rejected */
 };
 
@@ -112,7 +117,9 @@ struct zd_cm_conn {
 	 * holds it any more (the IA may be gone). */
 	struct zd_ia *ia;
 	struct sockaddr_in peer;         /* active: target; passive: requester */
-	uint32_t conn_qual;
+	uint64_t conn_qual;
+	unsigned probe;                  /* active: peer.sin_port is probe #probe of conn_qual */
+	int reached;                     /* active: MRA came, the REQ reached its service point */
 	int refused;                     /* active: at least one attempt refused */
 	int ud;                          /* a UD address exchange (zd_ud_cm.c) */
 	uint64_t deadline;               /* 0: none; see zd_cm_conn_timeout */
@@ -191,13 +198,18 @@ int zd_cm_start(void);
 /* Makes the thread recompute its timeout. */
 void zd_cm_kick(void);
 
-/* Listens on @port (0: any) at @ia's CM address; DAT_CONN_QUAL_IN_USE when
- * taken. */
-DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint16_t port, struct zd_cm_listener **out);
+/* Listens for @qual at @ia's CM address, on the first of its probe ports
+ * that is free and not preceded by a service point of the same qualifier
+ * (zd_conn_qual.h); @any: for a qualifier nobody serves, which it picks
+ * (dat_psp_create_any).  DAT_CONN_QUAL_IN_USE when that qualifier is
+ * served already at this address or all its ports are taken.  Called with
+ * zd_cm.lock held; drops it while asking a port's holder in another
+ * process which qualifier it serves. */
+DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_listener **out);
 void zd_cm_listener_close(struct zd_cm_listener *l);
 
 /* Starts an active connection of @ep (state already ACTIVE_CONNECTION_PENDING). */
-DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint32_t conn_qual,
+DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint64_t conn_qual,
 			 DAT_TIMEOUT timeout_us, const void *pdata, size_t pdata_len);
 
 /* Queues one frame and tries to send it at once. */
@@ -254,6 +266,9 @@ void zd_cm_ud_ep_release(struct zd_ep *ep);
 
 /* A REQ arrived on @c (state WAIT_REQ): make a CR and tell the consumer. */
 void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
+/* A QUERY, or a REQ for another qualifier, on a listener: REJ(QUAL_HERE)
+ * if it serves h->conn_qual, REJ(NO_QUAL) otherwise; then closes. */
+void zd_cm_passive_on_query(struct zd_cm_conn *c, const struct zd_cm_hdr *h);
 /* Frees an RSP; a reserved EP goes back to UNCONNECTED (zd_rsp.c). */
 void zd_rsp_destroy_locked(struct zd_rsp *rsp);
 /* A request arrived on the RSP: its EP passes to the CR, it stops

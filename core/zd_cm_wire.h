@@ -14,6 +14,17 @@
  * A UD EP's dat_ep_connect sends UD_REQ instead of REQ; REP and RTU then
  * only exchange the UD QPs' addresses and the socket closes (zd_ud_cm.c).
  *
+ * Connection qualifiers are 64 bits and travel whole; the port a service
+ * point listens on is one of its qualifier's probe ports (zd_conn_qual.h).
+ * A listener that does not serve the qualifier asked for answers
+ * REJ(NO_QUAL) and the requester tries the next probe port.  QUERY asks a
+ * listener whether it serves a qualifier (REJ(QUAL_HERE) or REJ(NO_QUAL)),
+ * for a process about to listen on a later probe port of the same one.
+ * A service point that takes a REQ answers MRA at once (IB CM's "message
+ * received"), before its consumer decides: a requester with later probe
+ * ports left moves on when no MRA comes (a silent listener of another
+ * program holds the port).
+ *
  * Every field is in network byte order.  A frame is a fixed header followed
  * by pdata_len bytes of private data and blob_len bytes of device QP blob;
  * both lengths are checked against the maxima before any byte of the body
@@ -25,11 +36,12 @@
 #include <stdint.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <endian.h>
 
 #include "core/zd_device.h"
 
 #define ZD_CM_MAGIC   0x5a44434du  /* "ZDCM" */
-#define ZD_CM_VERSION 1
+#define ZD_CM_VERSION 2  /* 2: 64-bit conn_qual, QUERY */
 
 /* Largest private data any device may advertise; the wire and the buffers
  * in the CR and EP objects are sized for it. */
@@ -43,12 +55,16 @@ enum zd_cm_msg_type {
 	ZD_CM_MSG_DISC,          /* disconnect request */
 	ZD_CM_MSG_DISC_ACK,      /* disconnect acknowledged: the socket closes next */
 	ZD_CM_MSG_UD_REQ,        /* REQ from a UD QP (zd_ud_cm.c): an address exchange */
+	ZD_CM_MSG_QUERY,         /* do you serve conn_qual? (answered by a REJ) */
+	ZD_CM_MSG_MRA,           /* REQ received by its service point; REP or REJ follow */
 	ZD_CM_MSG_TYPE_END
 };
 
 enum zd_cm_rej_reason {
 	ZD_CM_REJ_PEER = 1,      /* the consumer called dat_cr_reject */
 	ZD_CM_REJ_NON_PEER,      /* no service point, backlog full, transport failure */
+	ZD_CM_REJ_NO_QUAL,       /* nothing here serves that conn_qual: try the next port */
+	ZD_CM_REJ_QUAL_HERE,     /* QUERY's answer: this listener serves it */
 };
 
 struct zd_cm_hdr {
@@ -58,14 +74,15 @@ struct zd_cm_hdr {
 	uint16_t reason;         /* REJ: enum zd_cm_rej_reason; 0 otherwise */
 	uint16_t pdata_len;
 	uint16_t blob_len;
-	uint32_t conn_qual;      /* REQ: the service point asked for */
+	uint32_t zero;           /* reserved, 0 (frames stay canonical) */
+	uint64_t conn_qual;      /* REQ, QUERY: the service point asked for */
 };
-_Static_assert(sizeof(struct zd_cm_hdr) == 16, "wire header must stay 16 bytes");
+_Static_assert(sizeof(struct zd_cm_hdr) == 24, "wire header must stay 24 bytes");
 
 #define ZD_CM_FRAME_MAX (sizeof(struct zd_cm_hdr) + ZD_CM_PDATA_MAX + ZD_QP_BLOB_MAX)
 
 static inline size_t zd_cm_frame_encode(void *buf, enum zd_cm_msg_type type, uint16_t reason,
-					uint32_t conn_qual, const void *pdata, size_t pdata_len,
+					uint64_t conn_qual, const void *pdata, size_t pdata_len,
 					const void *blob, size_t blob_len)
 {
 	struct zd_cm_hdr h = {
@@ -75,7 +92,7 @@ static inline size_t zd_cm_frame_encode(void *buf, enum zd_cm_msg_type type, uin
 		.reason = htons(reason),
 		.pdata_len = htons((uint16_t)pdata_len),
 		.blob_len = htons((uint16_t)blob_len),
-		.conn_qual = htonl(conn_qual),
+		.conn_qual = htobe64(conn_qual),
 	};
 	uint8_t *p = buf;
 
@@ -117,7 +134,7 @@ static inline enum zd_cm_frame_status zd_cm_hdr_check(struct zd_cm_hdr *h)
 	h->reason = ntohs(h->reason);
 	h->pdata_len = ntohs(h->pdata_len);
 	h->blob_len = ntohs(h->blob_len);
-	h->conn_qual = ntohl(h->conn_qual);
+	h->conn_qual = be64toh(h->conn_qual);
 	if (h->magic != ZD_CM_MAGIC)
 		return ZD_CM_FRAME_BAD_MAGIC;
 	if (h->version != ZD_CM_VERSION)
@@ -126,6 +143,8 @@ static inline enum zd_cm_frame_status zd_cm_hdr_check(struct zd_cm_hdr *h)
 		return ZD_CM_FRAME_BAD_TYPE;
 	if (h->pdata_len > ZD_CM_PDATA_MAX || h->blob_len > ZD_QP_BLOB_MAX)
 		return ZD_CM_FRAME_TOO_LONG;
+	if (h->zero)
+		return ZD_CM_FRAME_BAD_FIELD;
 	switch (h->type) {
 	case ZD_CM_MSG_REQ:
 	case ZD_CM_MSG_UD_REQ:
@@ -134,7 +153,7 @@ static inline enum zd_cm_frame_status zd_cm_hdr_check(struct zd_cm_hdr *h)
 			return ZD_CM_FRAME_BAD_FIELD;
 		break;
 	case ZD_CM_MSG_REJ:
-		if (h->blob_len || (h->reason != ZD_CM_REJ_PEER && h->reason != ZD_CM_REJ_NON_PEER))
+		if (h->blob_len || h->reason < ZD_CM_REJ_PEER || h->reason > ZD_CM_REJ_QUAL_HERE)
 			return ZD_CM_FRAME_BAD_FIELD;
 		break;
 	default:

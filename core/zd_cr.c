@@ -43,25 +43,41 @@ static void post_cr_event(struct zd_evd *evd, struct zd_cr *cr, DAT_PSP_HANDLE s
 	zd_evd_post(evd, &ev, 1);
 }
 
+void zd_cm_passive_on_query(struct zd_cm_conn *c, const struct zd_cm_hdr *h)
+{
+	const struct zd_cm_listener *l = c->listener;
+	bool here = l && (l->psp || l->rsp) && h->conn_qual == l->qual;
+
+	zd_cm_conn_send(c, ZD_CM_MSG_REJ, here ? ZD_CM_REJ_QUAL_HERE : ZD_CM_REJ_NO_QUAL,
+			NULL, 0, NULL, 0);
+	zd_cm_conn_close_after_flush(c);
+}
+
 void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body)
 {
 	struct zd_cm_listener *l = c->listener;
 	struct zd_ia *ia;
 	struct zd_cr *cr;
 
-	/* The service point is gone, or this is not the one asked for. */
-	if (!l || (!l->psp && !l->rsp) || h->conn_qual != l->port ||
-	    (l->psp && l->pending >= ZD_CM_BACKLOG)) {
+	/* Another qualifier's service point: the requester tries its next
+	 * probe port (zd_conn_qual.h). */
+	if (l && (l->psp || l->rsp) && h->conn_qual != l->qual) {
+		zd_cm_passive_on_query(c, h);
+		return;
+	}
+	/* The service point is gone, or its backlog is full. */
+	if (!l || (!l->psp && !l->rsp) || (l->psp && l->pending >= ZD_CM_BACKLOG)) {
 		refuse(c);
 		return;
 	}
 	ia = l->ia;
+	zd_cm_conn_send(c, ZD_CM_MSG_MRA, 0, NULL, 0, NULL, 0);
 	cr = zd_obj_alloc(ZD_OBJ_CR, sizeof(*cr), ia);
 	if (!cr) {
 		refuse(c);
 		return;
 	}
-	cr->conn_qual = l->port;
+	cr->conn_qual = l->qual;
 	cr->ud = h->type == ZD_CM_MSG_UD_REQ;
 	cr->remote_addr = c->peer;
 	cr->remote_addr.sin_port = 0;
@@ -101,7 +117,7 @@ void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 		}
 		cr->local_ep = eh;
 		cr->local_ep_ours = 1;
-		cr->local_ep->local_qual = l->port;
+		cr->local_ep->local_qual = l->qual;
 		atomic_store(&cr->local_ep->state, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
 		zd_obj_ref(cr->local_ep);
 	}

@@ -162,13 +162,13 @@ static DAT_RETURN ep_connect_locked(struct zd_ep *ep, const struct sockaddr_in *
 	if (dev->qp_create && !ep->dev_priv)
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED);
 	if (ud)
-		return zd_cm_connect(ep, dst, (uint32_t)conn_qual, timeout, pdata,
+		return zd_cm_connect(ep, dst, conn_qual, timeout, pdata,
 				     (size_t)pdata_len);
 	atomic_store(&ep->state, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
 	ep->remote_addr = *dst;
 	ep->remote_addr.sin_port = 0;
 	ep->remote_qual = conn_qual;
-	ret = zd_cm_connect(ep, dst, (uint32_t)conn_qual, timeout, pdata, (size_t)pdata_len);
+	ret = zd_cm_connect(ep, dst, conn_qual, timeout, pdata, (size_t)pdata_len);
 	if (ret != DAT_SUCCESS)
 		atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
 	else
@@ -189,9 +189,6 @@ DAT_RETURN zd_ep_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR remote_addr
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (remote_addr->sa_family != AF_INET)
 		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
-	/* A conn_qual is a TCP port of the remote IA (see zd_psp.c). */
-	if (conn_qual == 0 || conn_qual > UINT16_MAX)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	ret = ep_connect_checks(ep, timeout, pdata_len, pdata, qos);
 	if (ret != DAT_SUCCESS)
 		return ret;

@@ -1,7 +1,7 @@
 /*
- * Public service points.  A conn_qual is the TCP port the connection
- * manager listens on for the IA (0 and above 65535 cannot be one), so a
- * port taken by anyone on the host is DAT_CONN_QUAL_IN_USE.
+ * Public service points.  Any 64-bit conn_qual: the connection manager
+ * listens for it on one of its probe ports (zd_conn_qual.h); a qualifier
+ * another service point serves at this address is DAT_CONN_QUAL_IN_USE.
  *
  * DAT_PSP_PROVIDER_FLAG: for each request the provider creates an EP with
  * default attributes and no PZ or EVDs, in TENTATIVE_CONNECTION_PENDING;
@@ -26,8 +26,6 @@ static DAT_RETURN psp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, i
 	DAT_RETURN ret;
 
 	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
-	if (!any && (conn_qual == 0 || conn_qual > UINT16_MAX))
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	evd = zd_obj_get(evd_handle, ZD_OBJ_EVD);
 	if (!evd || evd->obj.ia != ia || !(evd->flags & DAT_EVD_CR_FLAG))
 		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
@@ -40,13 +38,13 @@ static DAT_RETURN psp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, i
 	if (!psp)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	zd_cm_lock();
-	ret = zd_cm_listen(ia, any ? 0 : (uint16_t)conn_qual, &l);
+	ret = zd_cm_listen(ia, conn_qual, any, &l);
 	if (ret != DAT_SUCCESS) {
 		zd_cm_unlock();
 		zd_obj_release(psp);
 		return ret;
 	}
-	psp->conn_qual = l->port;
+	psp->conn_qual = l->qual;
 	psp->evd = evd;
 	psp->flags = flags;
 	psp->listener = l;

@@ -1,5 +1,5 @@
 /*
- * Reserved service points: a conn_qual (TCP port, as for PSPs) bound to one
+ * Reserved service points: a conn_qual (any 64 bits, as for PSPs) bound to one
  * EP, which goes RESERVED.  The first request turns into a CR for that EP
  * (now PASSIVE_CONNECTION_PENDING) and the RSP stops listening: it is
  * single-use.  The connection request event names the RSP, and the RSP
@@ -31,8 +31,6 @@ DAT_RETURN zd_rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual,
 	DAT_RETURN ret;
 
 	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
-	if (conn_qual == 0 || conn_qual > UINT16_MAX)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	ep = zd_obj_get(ep_handle, ZD_OBJ_EP);
 	if (!ep || ep->obj.ia != ia)
 		return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -51,7 +49,7 @@ DAT_RETURN zd_rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual,
 		ret = zd_ep_invalid_state(s);
 		goto err_unlock;
 	}
-	ret = zd_cm_listen(ia, (uint16_t)conn_qual, &l);
+	ret = zd_cm_listen(ia, conn_qual, false, &l);
 	if (ret != DAT_SUCCESS)
 		goto err_unlock;
 	rsp->conn_qual = conn_qual;

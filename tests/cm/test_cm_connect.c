@@ -629,10 +629,21 @@ Test(cm_connect, malformed_frames_break_only_their_connection)
 	raw_send(fd, ZD_CM_MSG_RTU, 0, 0, NULL, 0);
 	CHK(raw_sees_eof(fd, 2000));
 	close(fd);
-	/* A REQ for another service point is refused. */
+	/* A REQ for another qualifier: not here, try the next probe port. */
 	fd = raw_connect((uint16_t)p.port);
 	raw_send(fd, ZD_CM_MSG_REQ, 0, (uint32_t)p.port + 1, NULL, 0);
-	CHK(raw_recv(fd, &h) == ZD_CM_MSG_REJ && h.reason == ZD_CM_REJ_NON_PEER);
+	CHK(raw_recv(fd, &h) == ZD_CM_MSG_REJ && h.reason == ZD_CM_REJ_NO_QUAL);
+	close(fd);
+	/* QUERY: which qualifier does this listener serve? */
+	fd = raw_connect((uint16_t)p.port);
+	raw_send(fd, ZD_CM_MSG_QUERY, 0, (uint32_t)p.port + 1, NULL, 0);
+	CHK(raw_recv(fd, &h) == ZD_CM_MSG_REJ && h.reason == ZD_CM_REJ_NO_QUAL);
+	CHK(raw_sees_eof(fd, 2000));
+	close(fd);
+	fd = raw_connect((uint16_t)p.port);
+	raw_send(fd, ZD_CM_MSG_QUERY, 0, (uint32_t)p.port, NULL, 0);
+	CHK(raw_recv(fd, &h) == ZD_CM_MSG_REJ && h.reason == ZD_CM_REJ_QUAL_HERE);
+	CHK(raw_sees_eof(fd, 2000));
 	close(fd);
 	/* None of it reached the consumer, and the PSP still works. */
 	CHK(wait_ev(p.srv.cr_evd, 1000, NULL) == 0);
@@ -652,6 +663,8 @@ Test(cm_connect, raw_peer_gets_the_frames_of_the_protocol)
 	pair_open_on(&p, RAW_PEER_IA);
 	fd = raw_connect((uint16_t)p.port);
 	raw_send(fd, ZD_CM_MSG_REQ, 0, (uint32_t)p.port, pd, sizeof(pd));
+	/* Received (MRA) before the consumer decides. */
+	CHK(raw_recv(fd, &h) == ZD_CM_MSG_MRA);
 	CHK(wait_ev(p.srv.cr_evd, 2 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.sep, 3, "abc"),
 		DAT_SUCCESS);
@@ -665,7 +678,7 @@ Test(cm_connect, raw_peer_gets_the_frames_of_the_protocol)
 	raw_send(fd, ZD_CM_MSG_RTU, 0, 0, NULL, 0);
 	CHK(wait_ev(p.srv.conn_evd, 2 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 	/* Junk on an established connection: BROKEN for it alone. */
-	CHK(send(fd, "GARBAGE-GARBAGE-", 16, MSG_NOSIGNAL) == 16);
+	CHK(send(fd, "GARBAGE-GARBAGE-GARBAGE-GARBAGE-", 32, MSG_NOSIGNAL) == 32);
 	CHK(wait_ev(p.srv.conn_evd, 2 * SEC, NULL) == DAT_CONNECTION_EVENT_BROKEN);
 	CHK(raw_sees_eof(fd, 2000));
 	close(fd);

@@ -49,7 +49,7 @@ static void frame_used(struct reader *r, const struct zd_cm_msg *m)
 	if (!req && h->type != ZD_CM_MSG_REP)
 		assert(h->blob_len == 0);
 	if (h->type == ZD_CM_MSG_REJ)
-		assert(h->reason == ZD_CM_REJ_PEER || h->reason == ZD_CM_REJ_NON_PEER);
+		assert(h->reason >= ZD_CM_REJ_PEER && h->reason <= ZD_CM_REJ_QUAL_HERE);
 	else
 		assert(h->reason == 0);
 	/* what zd_cm_passive_on_req / zd_cm_active_on_rep do with the body */
