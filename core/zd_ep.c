@@ -57,7 +57,8 @@ DAT_RETURN zd_ep_check_attr(const struct zd_ia *ia, const DAT_EP_ATTR *a)
 	return DAT_SUCCESS;
 }
 
-/* An optional EVD handle of @ia that carries @need events. */
+/* An optional EVD handle that carries @need events: of @ia, or, for
+ * connection events alone, of any IA (zd_ep_set_connect_evd). */
 static DAT_RETURN ep_evd(struct zd_ia *ia, DAT_EVD_HANDLE h, DAT_EVD_FLAGS need,
 			 DAT_RETURN_SUBTYPE bad, struct zd_evd **out)
 {
@@ -67,10 +68,45 @@ static DAT_RETURN ep_evd(struct zd_ia *ia, DAT_EVD_HANDLE h, DAT_EVD_FLAGS need,
 	if (h == DAT_HANDLE_NULL)
 		return DAT_SUCCESS;
 	evd = zd_obj_get(h, ZD_OBJ_EVD);
-	if (!evd || evd->obj.ia != ia || !(evd->flags & need))
+	if (!evd || !(evd->flags & need) ||
+	    (evd->obj.ia != ia && need != DAT_EVD_CONNECTION_FLAG))
 		return DAT_ERROR(DAT_INVALID_HANDLE, bad);
 	*out = evd;
 	return DAT_SUCCESS;
+}
+
+void zd_ep_set_connect_evd(struct zd_ep *ep, struct zd_evd *evd)
+{
+	struct zd_evd *old = ep->connect_evd;
+
+	if (old == evd)
+		return;
+	if (ep->foreign_pprev) {
+		*ep->foreign_pprev = ep->foreign_next;
+		if (ep->foreign_next)
+			ep->foreign_next->foreign_pprev = ep->foreign_pprev;
+		ep->foreign_next = NULL;
+		ep->foreign_pprev = NULL;
+	}
+	if (evd) {
+		zd_obj_ref(evd);
+		if (evd->obj.ia != ep->obj.ia) {
+			ep->foreign_next = evd->foreign_eps;
+			if (ep->foreign_next)
+				ep->foreign_next->foreign_pprev = &ep->foreign_next;
+			ep->foreign_pprev = &evd->foreign_eps;
+			evd->foreign_eps = ep;
+		}
+	}
+	ep->connect_evd = evd;
+	if (old)
+		zd_obj_unref(old);
+}
+
+void zd_ep_detach_foreign(struct zd_evd *evd)
+{
+	while (evd->foreign_eps)
+		zd_ep_set_connect_evd(evd->foreign_eps, NULL);
 }
 
 DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
@@ -111,7 +147,6 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 	ep->pz = pz;
 	ep->recv_evd = rcv;
 	ep->request_evd = req;
-	ep->connect_evd = conn;
 	ep->srq = srq;
 	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
 	atomic_store(&ep->soft_hwm, DAT_WATERMARK_INFINITE);
@@ -128,8 +163,15 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 		zd_obj_ref(rcv);
 	if (req)
 		zd_obj_ref(req);
-	if (conn)
-		zd_obj_ref(conn);
+	/* The lock only for another IA's EVD (its list of EPs): the CM
+	 * thread creates EPs for provider PSPs with it held, and none. */
+	if (conn && conn->obj.ia != ia) {
+		zd_cm_lock();
+		zd_ep_set_connect_evd(ep, conn);
+		zd_cm_unlock();
+	} else {
+		zd_ep_set_connect_evd(ep, conn);
+	}
 	if (srq)
 		zd_obj_ref(srq);
 	zd_ep_solicited_account(ep, 1);
@@ -202,8 +244,9 @@ void zd_ep_destroy(struct zd_obj *o)
 		zd_obj_unref(ep->recv_evd);
 	if (ep->request_evd)
 		zd_obj_unref(ep->request_evd);
-	if (ep->connect_evd)
-		zd_obj_unref(ep->connect_evd);
+	zd_cm_lock();  /* not held here: zd_cm_ep_release took it */
+	zd_ep_set_connect_evd(ep, NULL);
+	zd_cm_unlock();
 	if (ep->srq)
 		zd_obj_unref(ep->srq);
 	zd_ia_del_child(ia, o);

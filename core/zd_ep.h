@@ -20,7 +20,8 @@ struct zd_ep {
 	struct zd_pz *pz;
 	struct zd_evd *recv_evd;
 	struct zd_evd *request_evd;
-	struct zd_evd *connect_evd;
+	struct zd_evd *connect_evd;     /* may be another IA's: zd_ep_set_connect_evd */
+	struct zd_ep *foreign_next, **foreign_pprev;  /* connect_evd->foreign_eps */
 	struct zd_srq *srq;
 	DAT_EP_ATTR attr;
 	struct sockaddr_in remote_addr;
@@ -58,6 +59,13 @@ static inline bool zd_ep_is_ud(const struct zd_ep *ep)
 DAT_RETURN zd_ep_invalid_state(DAT_EP_STATE state);
 
 /* dat_ep_create and dat_ep_create_with_srq (@srq may be NULL). */
+/* Makes @evd (NULL: none) the connection EVD of @ep, moving the
+ * references; with zd_cm.lock held.  An EVD of another IA (connection
+ * events need no device) lists @ep, so that IA's abrupt close detaches it
+ * (zd_ep_detach_foreign): the EP then has no connection EVD. */
+void zd_ep_set_connect_evd(struct zd_ep *ep, struct zd_evd *evd);
+void zd_ep_detach_foreign(struct zd_evd *evd);
+
 DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
 				 DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
 				 struct zd_srq *srq, const DAT_EP_ATTR *attr,

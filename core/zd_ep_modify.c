@@ -71,7 +71,8 @@ static DAT_RETURN modify_state_check(DAT_EP_STATE s, DAT_EP_PARAM_MASK mask)
 	return DAT_SUCCESS;
 }
 
-/* NULL or an EVD of @ia carrying @need events. */
+/* An optional EVD handle carrying @need events, of @ia (NULL: of any IA,
+ * for the connection EVD: zd_ep_set_connect_evd). */
 static int evd_ok(struct zd_ia *ia, DAT_EVD_HANDLE h, DAT_EVD_FLAGS need, struct zd_evd **out)
 {
 	struct zd_evd *evd;
@@ -80,7 +81,7 @@ static int evd_ok(struct zd_ia *ia, DAT_EVD_HANDLE h, DAT_EVD_FLAGS need, struct
 	if (h == DAT_HANDLE_NULL)
 		return 1;
 	evd = zd_obj_get(h, ZD_OBJ_EVD);
-	if (!evd || evd->obj.ia != ia || !(evd->flags & need))
+	if (!evd || (ia && evd->obj.ia != ia) || !(evd->flags & need))
 		return 0;
 	*out = evd;
 	return 1;
@@ -174,7 +175,7 @@ DAT_RETURN zd_ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const D
 	    ((mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE) &&
 	     !evd_ok(ia, p->request_evd_handle, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, &req)) ||
 	    ((mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE) &&
-	     !evd_ok(ia, p->connect_evd_handle, DAT_EVD_CONNECTION_FLAG, &conn)))
+	     !evd_ok(NULL, p->connect_evd_handle, DAT_EVD_CONNECTION_FLAG, &conn)))
 		goto out;
 	attr = ep->attr;
 	merge_attr(&attr, mask, &p->ep_attr);
@@ -192,10 +193,8 @@ DAT_RETURN zd_ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const D
 		swap_ref(ep->request_evd, req);
 		ep->request_evd = req;
 	}
-	if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE) {
-		swap_ref(ep->connect_evd, conn);
-		ep->connect_evd = conn;
-	}
+	if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE)
+		zd_ep_set_connect_evd(ep, conn);
 	ep->attr = attr;
 	zd_ep_solicited_account(ep, 1);
 	if (pz != ep->pz) {

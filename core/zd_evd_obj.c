@@ -5,6 +5,8 @@
  * of evd/zd_evd.c.
  */
 #include "core/zd_api.h"
+#include "core/zd_cm.h"
+#include "core/zd_ep.h"
 #include "core/zd_evd_objs.h"
 #include "core/zd_ia.h"
 #include "evd/zd_cno.h"
@@ -100,6 +102,11 @@ void zd_evd_destroy(struct zd_obj *o)
 		zd_cno_detach(cno, evd);
 	if (evd->dev_poll && ia->dev->cq_destroy)
 		ia->dev->cq_destroy(evd);
+	if (evd->flags & DAT_EVD_CONNECTION_FLAG) {
+		zd_cm_lock();
+		zd_ep_detach_foreign(evd);
+		zd_cm_unlock();
+	}
 	zd_ia_del_child(ia, o);
 	if (ia->async_evd == evd)
 		ia->async_evd = NULL;

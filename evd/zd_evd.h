@@ -135,6 +135,9 @@ struct zd_evd {
 	 * (core/zd_counters.h), written by resets only. */
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t conn_events;
 	uint64_t cnt_base[DCNT_EVD_ALL_COUNTERS];
+	/* A connection EVD: the EPs of other IAs it serves (core/zd_ep.c,
+	 * under zd_cm.lock), detached when its own IA closes. */
+	struct zd_ep *foreign_eps;
 };
 ZD_OBJ_FITS(EVD, struct zd_evd);
 
