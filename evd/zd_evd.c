@@ -12,6 +12,7 @@
 #include "evd/zd_evd_api.h"
 #include "evd/zd_cno.h"
 #include "evd/zd_evd_cq.h"
+#include "evd/zd_ring_mem.h"
 #include "evd/zd_evd_entry.h"
 
 struct zd_spill {
@@ -373,7 +374,7 @@ DAT_RETURN zd_evd_init(struct zd_evd *evd, DAT_EVD_FLAGS flags, DAT_COUNT qlen)
 {
 	evd->flags = flags;
 	evd->qlen = qlen;
-	evd->ring = zd_ring_create((uint32_t)qlen);
+	evd->ring = zd_ring_create_in((uint32_t)qlen, &zd_ring_mem_evd);
 	if (!evd->ring)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	zd_waiter_init(&evd->waiter, 0);
@@ -476,7 +477,7 @@ DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen)
 
 	/* Finish any earlier drain first so at most one old ring exists. */
 	if (evd->draining) {
-		fresh = zd_ring_create((uint32_t)qlen);
+		fresh = zd_ring_create_in((uint32_t)qlen, &zd_ring_mem_evd);
 		if (!fresh)
 			return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 		if (zd_ring_move(fresh, evd->draining) < 0) {
@@ -487,7 +488,7 @@ DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen)
 		zd_ring_destroy(evd->draining);
 		zd_evd_set_draining(evd, fresh);
 	}
-	fresh = zd_ring_create((uint32_t)qlen);
+	fresh = zd_ring_create_in((uint32_t)qlen, &zd_ring_mem_evd);
 	if (!fresh)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	/* Direct producers (zd_evd_cq.h) out of the old ring first: they
@@ -511,8 +512,8 @@ DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen)
 	if (evd->draining) {
 		if (zd_ring_move(evd->draining, old) < 0) {
 			/* Events arrived since the check: keep them all. */
-			struct zd_ring *both = zd_ring_create(zd_ring_count(evd->draining) +
-							      zd_ring_count(old));
+			uint32_t n = zd_ring_count(evd->draining) + zd_ring_count(old);
+			struct zd_ring *both = zd_ring_create_in(n, &zd_ring_mem_evd);
 			if (!both)
 				return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 			zd_ring_move(both, evd->draining);

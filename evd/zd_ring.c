@@ -7,7 +7,7 @@
 
 #include "zd_ring.h"
 
-#define ZD_RING_F_OWNED 0x1u    /* memory from zd_ring_create: free it */
+#define ZD_RING_F_OWNED 0x1u    /* memory from zd_ring_create(_in): release it */
 
 static bool zd_ring_valid_capacity(uint32_t capacity)
 {
@@ -39,6 +39,7 @@ int zd_ring_init(struct zd_ring *r, uint32_t capacity)
 	r->mask = capacity - 1;
 	r->capacity = capacity;
 	r->flags = 0;
+	r->mem = NULL;
 	/* seq 0 matches no position's "published" value (pos + 1). Plain
 	 * initialisation: the ring reaches other threads through whatever
 	 * hands them its pointer. */
@@ -55,10 +56,11 @@ int zd_ring_init(struct zd_ring *r, uint32_t capacity)
 	return 0;
 }
 
-struct zd_ring *zd_ring_create(uint32_t min_capacity)
+struct zd_ring *zd_ring_create_in(uint32_t min_capacity, const struct zd_ring_mem_ops *mem)
 {
 	uint32_t cap = ZD_RING_MIN_CAPACITY;
 	struct zd_ring *r;
+	size_t size;
 
 	if (min_capacity == 0 || min_capacity > ZD_RING_MAX_CAPACITY) {
 		errno = EINVAL;
@@ -69,7 +71,8 @@ struct zd_ring *zd_ring_create(uint32_t min_capacity)
 
 	/* memsize is a multiple of ZD_CACHE_GUARD, as aligned_alloc
 	 * requires. */
-	r = aligned_alloc(ZD_CACHE_GUARD, zd_ring_memsize(cap));
+	size = zd_ring_memsize(cap);
+	r = mem ? mem->alloc(size, ZD_CACHE_GUARD) : aligned_alloc(ZD_CACHE_GUARD, size);
 	if (r == NULL) {
 		errno = ENOMEM;
 		return NULL;
@@ -77,12 +80,22 @@ struct zd_ring *zd_ring_create(uint32_t min_capacity)
 	/* Cannot fail: capacity and alignment are valid by construction. */
 	(void)zd_ring_init(r, cap);
 	r->flags |= ZD_RING_F_OWNED;
+	r->mem = mem;
 	return r;
+}
+
+struct zd_ring *zd_ring_create(uint32_t min_capacity)
+{
+	return zd_ring_create_in(min_capacity, NULL);
 }
 
 void zd_ring_destroy(struct zd_ring *r)
 {
-	if (r != NULL && (r->flags & ZD_RING_F_OWNED))
+	if (r == NULL || !(r->flags & ZD_RING_F_OWNED))
+		return;
+	if (r->mem)
+		r->mem->free(r, zd_ring_memsize(r->capacity));
+	else
 		free(r);
 }
 

@@ -135,11 +135,20 @@ _Static_assert(ZD_CACHE_GUARD % ZD_CACHE_LINE == 0,
 _Static_assert(ZD_RING_EXT_BYTES == ZD_CACHE_LINE,
 	       "an extension event's side data is one line");
 
+/* Where zd_ring_create_in takes a ring's memory and gives it back
+ * (registered pool memory for the library's EVDs, mem/zd_qmem.h): alloc
+ * returns size bytes aligned to align, or NULL; free gets the same size. */
+struct zd_ring_mem_ops {
+	void *(*alloc)(size_t size, size_t align);
+	void (*free)(void *p, size_t size);
+};
+
 struct zd_ring {
 	/* Read-only after init, shared clean by every thread. */
 	alignas(ZD_CACHE_GUARD) uint64_t mask;   /* capacity - 1 */
 	uint32_t capacity;
 	uint32_t flags;                          /* ZD_RING_F_* (private) */
+	const struct zd_ring_mem_ops *mem;       /* zd_ring_create_in's, or NULL */
 
 	/* Producers only. */
 	alignas(ZD_CACHE_GUARD) _Atomic uint64_t tail;  /* next position to claim */
@@ -172,10 +181,14 @@ size_t zd_ring_memsize(uint32_t capacity);
 int zd_ring_init(struct zd_ring *r, uint32_t capacity);
 
 /* Allocate a ring of at least min_capacity slots (rounded up to a power of
- * two, and to ZD_RING_MIN_CAPACITY). NULL with errno EINVAL (0 or above the
- * maximum) or ENOMEM. Release with zd_ring_destroy(). */
+ * two, and to ZD_RING_MIN_CAPACITY) from aligned_alloc. NULL with errno
+ * EINVAL (0 or above the maximum) or ENOMEM. Release with zd_ring_destroy(). */
 struct zd_ring *zd_ring_create(uint32_t min_capacity);
-/* Frees a ring from zd_ring_create (no-op for zd_ring_init memory, or NULL). */
+/* zd_ring_create with the memory from mem (kept: it must outlive the ring);
+ * NULL mem means aligned_alloc. */
+struct zd_ring *zd_ring_create_in(uint32_t min_capacity, const struct zd_ring_mem_ops *mem);
+/* Frees a ring from zd_ring_create(_in) through the ops it came from
+ * (no-op for zd_ring_init memory, or NULL). */
 void zd_ring_destroy(struct zd_ring *r);
 
 /* Resize helper: drain every event of src into dst, in order. The caller

@@ -4,6 +4,7 @@
 #include <urcu-bp.h>
 
 #include "evd/zd_evd.h"
+#include "evd/zd_ring_mem.h"
 #include "hw/soft/zd_soft_cq.h"
 
 DAT_RETURN zd_soft_cq_init(struct zd_soft_cq *cq, struct zd_evd *evd, uint32_t depth,
@@ -13,7 +14,7 @@ DAT_RETURN zd_soft_cq_init(struct zd_soft_cq *cq, struct zd_evd *evd, uint32_t d
 	 * flushes of one EP can both be outstanding), at least 256. */
 	uint32_t cap = depth < 128 ? 256 : (depth > (1u << 24) ? (1u << 25) : depth * 2);
 
-	cq->local = zd_ring_create(cap);
+	cq->local = zd_ring_create_in(cap, &zd_ring_mem_cq);
 	if (!cq->local)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	cq->evd = evd;

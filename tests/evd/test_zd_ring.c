@@ -65,6 +65,49 @@ Test(zd_ring, create_rounds_up)
 	zd_ring_destroy(NULL);
 }
 
+/* zd_ring_create_in: the memory comes from the ops and goes back to them,
+ * with the same size; an allocator that fails gives ENOMEM. */
+static size_t ops_allocs, ops_frees, ops_live_size;
+static bool ops_fail;
+
+static void *ops_alloc(size_t size, size_t align)
+{
+	if (ops_fail)
+		return NULL;
+	ops_allocs++;
+	ops_live_size = size;
+	return aligned_alloc(align, size);
+}
+
+static void ops_free(void *p, size_t size)
+{
+	cr_assert_eq(size, ops_live_size);
+	ops_frees++;
+	free(p);
+}
+
+static const struct zd_ring_mem_ops counting_ops = { .alloc = ops_alloc, .free = ops_free };
+
+Test(zd_ring, create_in_uses_the_ops)
+{
+	struct zd_ring *r = zd_ring_create_in(100, &counting_ops);
+
+	cr_assert_not_null(r);
+	cr_assert_eq(zd_ring_capacity(r), 128);
+	cr_assert_eq(ops_allocs, 1);
+	cr_assert_eq(ops_live_size, zd_ring_memsize(128));
+	cr_assert_eq((uintptr_t)r % ZD_CACHE_GUARD, 0);
+	zd_ring_destroy(r);
+	cr_assert_eq(ops_frees, 1);
+	ops_fail = true;
+	errno = 0;
+	cr_assert_null(zd_ring_create_in(8, &counting_ops));
+	cr_assert_eq(errno, ENOMEM);
+	cr_assert_null(zd_ring_create_in(0, &counting_ops));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(ops_frees, 1);
+}
+
 Test(zd_ring, init_caller_memory)
 {
 	size_t sz = zd_ring_memsize(16);
