@@ -81,7 +81,7 @@ void *zd_qmem_pool_alloc(size_t size, size_t align, enum zd_qmem_kind kind)
 		return NULL;
 	p = zd_pool_alloc(size, align);
 	if (p)
-		account(true, kind, size, 1);
+		account(true, kind, zd_pool_usable_size(p), 1);
 	return p;
 }
 
@@ -120,11 +120,13 @@ void zd_qmem_free(void *p, size_t size, enum zd_qmem_kind kind)
 		return;
 	pool = zd_qmem_in_pool(p, 1);
 	if (pool)
+		size = zd_pool_usable_size(p);
+	if (kind < ZD_QMEM_KINDS)
+		account(pool, kind, size, -1);
+	if (pool)
 		zd_pool_free(p);
 	else
 		free(p);
-	if (kind < ZD_QMEM_KINDS)
-		account(pool, kind, size, -1);
 }
 
 bool zd_qmem_in_pool(const void *p, size_t len)

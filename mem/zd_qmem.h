@@ -51,14 +51,16 @@ void *zd_qmem_pool_alloc(size_t size, size_t align, enum zd_qmem_kind kind);
 /* From the pool, else private memory; NULL only when both fail. */
 void *zd_qmem_alloc(size_t size, size_t align, enum zd_qmem_kind kind);
 
-/* Releases memory of either call (NULL: no-op); size and kind as allocated. */
+/* Releases memory of either call (NULL: no-op); kind as allocated, size as
+ * asked for private memory (pool memory knows its own: any size will do). */
 void zd_qmem_free(void *p, size_t size, enum zd_qmem_kind kind);
 
 /* Whether all of [p, p + len) lies in one registered pool chunk. */
 bool zd_qmem_in_pool(const void *p, size_t len);
 
 struct zd_qmem_stats {
-	/* live now, per kind: buffers and the bytes asked for */
+	/* live now, per kind: buffers and their bytes (pool: what the pool
+	 * holds for them, its size class; private: what was asked) */
 	uint64_t pool_live[ZD_QMEM_KINDS], pool_bytes[ZD_QMEM_KINDS];
 	uint64_t private_live[ZD_QMEM_KINDS], private_bytes[ZD_QMEM_KINDS];
 	uint64_t fallbacks;   /* zd_qmem_alloc calls that took private memory */
