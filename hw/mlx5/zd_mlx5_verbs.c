@@ -23,6 +23,14 @@
  * Fork safety: ibv_fork_init before the first registration, so a child
  * never shares registered pages (queue buffers included) with us.
  *
+ * Queue memory: every PD has a parent domain whose allocator is the glue's
+ * hook (zd_mlx5_qmem.h), and QPs and SRQs are made on it, CQs on the
+ * context's own (ibv_create_cq_ex with IBV_CQ_INIT_ATTR_MASK_PD): rdma-core's
+ * mlx5 provider then takes their buffers and doorbell records from the
+ * registered pool.  Where ibv_alloc_parent_domain or a CQ on a parent
+ * domain is refused (an older rdma-core, another provider), objects are
+ * made on the plain PD and rdma-core allocates as usual.
+ *
  * This file cannot run here (no RDMA device): it must build, and
  * dat_ia_open must fail with one line when the device does not exist.
  */
@@ -43,6 +51,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
 #include "hw/mlx5/zd_mlx5.h"
+#include "hw/mlx5/zd_mlx5_qmem.h"
 
 #define ZD_VERBS_BLOB_MAGIC 0x7a647631u   /* "zdv1" */
 #define ZD_VERBS_UD_MAGIC   0x7a647531u   /* "zdu1" */
@@ -58,7 +67,21 @@ struct zd_verbs_ctx {
 	int gid_index;                /* -1: LID addressing */
 	union ibv_gid gid;
 	struct ibv_pd *ah_pd;         /* UD address handles */
+	struct ibv_pd *cq_parent;     /* parent domain of ah_pd for CQs, or NULL */
 };
+
+/* A PD, and the parent domain over it that queues are made on (NULL: the
+ * provider has none; they are made on the PD). */
+struct zd_verbs_pd {
+	struct ibv_pd *pd;
+	struct ibv_pd *parent;
+};
+
+/* What queues of @pd are made on. */
+static struct ibv_pd *queue_pd(const struct zd_verbs_pd *p)
+{
+	return p->parent ? p->parent : p->pd;
+}
 
 struct zd_verbs_qp {
 	struct ibv_qp *qp;
@@ -100,6 +123,20 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 	errno = 0;
 	*out = strtoul(s, &end, 10);
 	return (errno || end == s || *end || *out > max) ? -1 : 0;
+}
+
+/* A parent domain over @pd whose queue memory comes from the glue's hook,
+ * or NULL when the provider refuses one (the fallback: plain PD). */
+static struct ibv_pd *parent_domain(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_parent_domain_init_attr a = {
+		.pd = pd,
+		.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS,
+		.alloc = zd_mlx5_qmem_alloc,
+		.free = zd_mlx5_qmem_free,
+	};
+
+	return ibv_alloc_parent_domain(ctx, &a);
 }
 
 static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd_mlx5_caps *caps,
@@ -193,6 +230,7 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 		zd_log_error("%s: no protection domain: %s", p->device, strerror(errno));
 		goto err;
 	}
+	v->cq_parent = parent_domain(v->ctx, v->ah_pd);
 	if (zd_netaddr_resolve(addr_spec, addr) != 0)
 		goto err_param;
 
@@ -226,6 +264,8 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 	*out = v;
 	return DAT_SUCCESS;
 err_param:
+	if (v->cq_parent)
+		ibv_dealloc_pd(v->cq_parent);
 	ibv_dealloc_pd(v->ah_pd);
 	close(v->kick_fd);
 	if (v->chan)
@@ -234,6 +274,8 @@ err_param:
 	free(v);
 	return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 err:
+	if (v->cq_parent)
+		ibv_dealloc_pd(v->cq_parent);
 	if (v->ah_pd)
 		ibv_dealloc_pd(v->ah_pd);
 	if (v->kick_fd >= 0)
@@ -250,6 +292,8 @@ static void verbs_close(void *ctx)
 {
 	struct zd_verbs_ctx *v = ctx;
 
+	if (v->cq_parent)
+		ibv_dealloc_pd(v->cq_parent);
 	ibv_dealloc_pd(v->ah_pd);
 	close(v->kick_fd);
 	ibv_destroy_comp_channel(v->chan);
@@ -292,15 +336,31 @@ static int verbs_event_get(void *ctx, void **cq_ctx)
 	return 1;
 }
 
-static DAT_RETURN verbs_pd_alloc(void *ctx, void **pd)
+static DAT_RETURN verbs_pd_alloc(void *ctx, void **out)
 {
-	*pd = ibv_alloc_pd(((struct zd_verbs_ctx *)ctx)->ctx);
-	return *pd ? DAT_SUCCESS : DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+	struct zd_verbs_ctx *v = ctx;
+	struct zd_verbs_pd *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	p->pd = ibv_alloc_pd(v->ctx);
+	if (!p->pd) {
+		free(p);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+	}
+	p->parent = parent_domain(v->ctx, p->pd);
+	*out = p;
+	return DAT_SUCCESS;
 }
 
 static void verbs_pd_free(void *ctx, void *pd)
 {
-	ibv_dealloc_pd(pd);
+	struct zd_verbs_pd *p = pd;
+
+	if (p->parent)
+		ibv_dealloc_pd(p->parent);
+	ibv_dealloc_pd(p->pd);
+	free(p);
 }
 
 static DAT_RETURN verbs_mr_reg(void *ctx, void *pd, uint64_t addr, uint64_t len,
@@ -318,7 +378,7 @@ static DAT_RETURN verbs_mr_reg(void *ctx, void *pd, uint64_t addr, uint64_t len,
 		access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
 	if (priv & DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
 		access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
-	m = ibv_reg_mr(pd, (void *)(uintptr_t)addr, len, access);
+	m = ibv_reg_mr(((struct zd_verbs_pd *)pd)->pd, (void *)(uintptr_t)addr, len, access);
 	if (!m)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
 	*mr = m;
@@ -336,11 +396,26 @@ static DAT_RETURN verbs_cq_create(void *ctx, uint32_t min_cqe, void *cq_ctx, voi
 				  struct zd_mlx5_cq_desc *d)
 {
 	struct zd_verbs_ctx *v = ctx;
-	struct ibv_cq *cq = ibv_create_cq(v->ctx, (int)ZD_MIN(min_cqe, (uint32_t)INT32_MAX), cq_ctx,
-					  v->chan, 0);
+	int cqe = (int)ZD_MIN(min_cqe, (uint32_t)INT32_MAX);
+	struct ibv_cq *cq = NULL;
 	struct mlx5dv_cq dv;
-	struct mlx5dv_obj obj = { .cq = { .in = cq, .out = &dv } };
+	struct mlx5dv_obj obj;
 
+	/* On the parent domain: the CQE buffer and doorbell record come from
+	 * the hook; else (refused) as rdma-core allocates them. */
+	if (v->cq_parent) {
+		struct ibv_cq_init_attr_ex a = {
+			.cqe = (uint32_t)cqe, .cq_context = cq_ctx, .channel = v->chan,
+			.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = v->cq_parent,
+		};
+		struct ibv_cq_ex *cx = ibv_create_cq_ex(v->ctx, &a);
+
+		cq = cx ? ibv_cq_ex_to_cq(cx) : NULL;
+	}
+	if (!cq)
+		cq = ibv_create_cq(v->ctx, cqe, cq_ctx, v->chan, 0);
+	obj.cq.in = cq;
+	obj.cq.out = &dv;
 	if (!cq)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
 	if (mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) != 0) {
@@ -366,7 +441,7 @@ static DAT_RETURN verbs_srq_create(void *ctx, void *pd, uint32_t max_wr, uint32_
 				   void **out, struct zd_mlx5_srq_desc *d)
 {
 	struct ibv_srq_init_attr a = { .attr = { .max_wr = max_wr, .max_sge = max_sge } };
-	struct ibv_srq *srq = ibv_create_srq(pd, &a);
+	struct ibv_srq *srq = ibv_create_srq(queue_pd(pd), &a);
 	struct mlx5dv_srq dv;
 	struct mlx5dv_obj obj = { .srq = { .in = srq, .out = &dv } };
 
@@ -450,7 +525,7 @@ static DAT_RETURN verbs_qp_create(void *ctx, const struct zd_mlx5_qp_init *init,
 
 	if (!q)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	q->qp = ibv_create_qp(init->pd, &a);
+	q->qp = ibv_create_qp(queue_pd(init->pd), &a);
 	if (!q->qp) {
 		free(q);
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
