@@ -15,8 +15,11 @@
 #include <unistd.h>
 
 #include "core/zd_api.h"
+#include "core/zd_ep.h"
 #include "core/zd_ia.h"
+#include "core/zd_srq.h"
 #include "evd/zd_evd.h"
+#include "hw/mlx5/zd_mlx5.h"
 #include "mem/zd_qmem.h"
 
 static DAT_IA_HANDLE ia_handle;
@@ -217,4 +220,57 @@ Test(queue_mem_fallback, private_memory_when_the_pool_cannot_grow)
 	cr_assert_eq(st.private_live[ZD_QMEM_EVD_RING], 0);
 	close(logfd);
 	free(path);
+}
+
+/* zdapl-mlx5sim: the QP, CQ and SRQ buffers and doorbell records behind
+ * DAT objects come from the pool through the mlx5 allocator hook. */
+static void open_mlx5sim(void)
+{
+	open_static("zdapl-static-mlx5sim", "mlx5sim 127.0.0.1");
+}
+
+TestSuite(queue_mem_mlx5sim, .init = open_mlx5sim);
+
+Test(queue_mem_mlx5sim, qp_cq_srq_in_pool)
+{
+	DAT_PZ_HANDLE pz;
+	DAT_EVD_HANDLE evd;
+	DAT_EP_HANDLE ep, ep_srq;
+	DAT_SRQ_HANDLE srq;
+	DAT_SRQ_ATTR sa = { .max_recv_dtos = 64, .max_recv_iov = 1 };
+	struct zd_mlx5_cq_obj *cq;
+	struct zd_mlx5_qp *qp;
+	struct zd_mlx5_srq_obj *s;
+	struct zd_ep *e;
+
+	cr_assert_eq(dat_pz_create(ia_handle, &pz), DAT_SUCCESS);
+	cr_assert_eq(dat_evd_create(ia_handle, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &evd),
+		     DAT_SUCCESS);
+	cq = evd_of(evd)->cq_priv;
+	cr_assert(zd_qmem_in_pool(cq->q.buf, (size_t)cq->q.cqe_cnt << cq->q.cqe_shift));
+	cr_assert(zd_qmem_in_pool((const void *)cq->q.dbrec, 8));
+	cr_assert(ring_in_pool(evd_of(evd)->ring));
+
+	cr_assert_eq(dat_ep_create(ia_handle, pz, evd, evd, DAT_HANDLE_NULL, NULL, &ep),
+		     DAT_SUCCESS);
+	e = zd_obj_get(ep, ZD_OBJ_EP);
+	qp = e->dev_priv;
+	cr_assert(zd_qmem_in_pool(qp->sq.buf, (size_t)(qp->sq.end - qp->sq.buf)));
+	cr_assert(zd_qmem_in_pool((const void *)qp->sq.dbrec, 4));
+	cr_assert(zd_qmem_in_pool(qp->rq.buf, (size_t)qp->rq.wqe_cnt * qp->rq.stride));
+	cr_assert(zd_qmem_in_pool((const void *)qp->rq.dbrec, 4));
+
+	cr_assert_eq(dat_srq_create(ia_handle, pz, &sa, &srq), DAT_SUCCESS);
+	s = ((struct zd_srq *)zd_obj_get(srq, ZD_OBJ_SRQ))->dev_priv;
+	cr_assert(zd_qmem_in_pool(s->q.buf, (size_t)s->q.wqe_cnt * s->q.stride));
+	cr_assert(zd_qmem_in_pool((const void *)s->q.dbrec, 4));
+	cr_assert_eq(dat_ep_create_with_srq(ia_handle, pz, evd, evd, DAT_HANDLE_NULL, srq, NULL,
+					    &ep_srq), DAT_SUCCESS);
+	qp = ((struct zd_ep *)zd_obj_get(ep_srq, ZD_OBJ_EP))->dev_priv;
+	cr_assert(zd_qmem_in_pool(qp->sq.buf, 64));
+	cr_assert_eq(dat_ep_free(ep_srq), DAT_SUCCESS);
+	cr_assert_eq(dat_srq_free(srq), DAT_SUCCESS);
+	cr_assert_eq(dat_ep_free(ep), DAT_SUCCESS);
+	cr_assert_eq(dat_evd_free(evd), DAT_SUCCESS);
+	cr_assert_eq(dat_pz_free(pz), DAT_SUCCESS);
 }

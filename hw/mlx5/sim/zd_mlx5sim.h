@@ -44,11 +44,24 @@
 struct zd_mlx5sim_nic;
 
 struct zd_mlx5sim_nic_attr {
-	size_t queue_mem;     /* bytes of queue memory (WQs, CQs, UARs); 0: 4 MiB */
+	size_t queue_mem;     /* bytes of the NIC's page arena (UAR pages, and the
+			       * queues the hook below does not give); 0: 4 MiB */
 	uint32_t max_qp;      /* 0: 256 */
 	uint32_t max_cq;      /* 0: 256 */
 	uint32_t max_srq;     /* 0: 64 */
 	uint32_t max_mr;      /* 0: 4096 (power of two) */
+	/*
+	 * Queue memory hook, as struct ibv_parent_domain_init_attr's alloc and
+	 * free (pd NULL, pd_context qmem_ctx): the create calls take their
+	 * buffers (MLX5DV_RES_TYPE_QP: one buffer, RQ then SQ; _CQ; _SRQ) and
+	 * doorbell records (_DBR, 8 bytes) from it, zeroed by the model.  Only
+	 * memory inside a chunk the NIC publishes (zd_mlx5sim_chunk_add) is
+	 * used; NULL, IBV_ALLOCATOR_USE_DEFAULT or other memory: the arena.
+	 */
+	void *(*qmem_alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment,
+			    uint64_t resource_type);
+	void (*qmem_free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
+	void *qmem_ctx;
 };
 
 /* QP states (as enum ibv_qp_state orders them). */

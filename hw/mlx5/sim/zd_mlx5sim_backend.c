@@ -13,6 +13,8 @@
  * the adoption file (zd_adopt.h) when the NIC opens, so RDMA into a peer's
  * pool memory or registered own memory goes through a mapping of the
  * peer's memfd; everything else goes through process_vm_writev/readv.
+ * The queues' memory comes from the pool too, through the allocator hook
+ * the verbs backend gives rdma-core (zd_mlx5_qmem.h).
  *
  * Backend handles are the model's object numbers (PD, CQ, SRQ numbers, MR
  * keys, QPNs: never 0) carried in the pointer.
@@ -30,6 +32,7 @@
 #include "core/zd_netaddr.h"
 #include "hw/mlx5/sim/zd_mlx5sim.h"
 #include "hw/mlx5/zd_mlx5.h"
+#include "hw/mlx5/zd_mlx5_qmem.h"
 #include "mem/zd_chunk.h"
 
 /* What one IA's NIC holds.  Queue memory is a sparse memfd: only pages of
@@ -104,6 +107,9 @@ static DAT_RETURN ms_open(const struct zd_ia_params *p, void **ctx, struct zd_ml
 	struct zd_mlx5sim_nic_attr na = {
 		.queue_mem = ZD_MS_BE_QUEUE_MEM, .max_qp = ZD_MS_BE_MAX_QP,
 		.max_cq = ZD_MS_BE_MAX_CQ, .max_srq = ZD_MS_BE_MAX_SRQ, .max_mr = ZD_MS_BE_MAX_MR,
+		/* Queue memory through the hook rdma-core's mlx5 calls on a
+		 * ConnectX (zd_mlx5_verbs.c's parent domains). */
+		.qmem_alloc = zd_mlx5_qmem_alloc, .qmem_free = zd_mlx5_qmem_free,
 	};
 	struct zd_ms_be *b;
 	int rc;

@@ -33,7 +33,7 @@ void zd_ms_bf_shadow(struct zd_ms_qpe *e, uint16_t idx, uint32_t nbb, const uint
 void zd_ms_bf_observe(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e)
 {
 	const uint8_t *bf = zd_ms_at(nic->sh, qp->uar_off + ZD_MS_BF_OFFSET);
-	volatile __be32 *db = zd_ms_at(nic->sh, qp->db_off);
+	volatile __be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 
 	for (int h = 0; h < 2; h++) {
 		uint64_t w = __atomic_load_n((const uint64_t *)(bf + h * ZD_MS_BF_SIZE),
@@ -104,7 +104,7 @@ void zd_ms_bf_resolve(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd
 		      bool final)
 {
 	const uint8_t *bf = zd_ms_at(nic->sh, qp->uar_off + ZD_MS_BF_OFFSET);
-	volatile __be32 *db = zd_ms_at(nic->sh, qp->db_off);
+	volatile __be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 
 	for (int h = 0; h < 2; h++) {
 		struct zd_ms_shadow *s = NULL;

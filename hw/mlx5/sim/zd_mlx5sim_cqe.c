@@ -13,11 +13,12 @@
 
 /* ---- CQEs ---- */
 
-bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn,
-		    struct mlx5_cqe64 *cqe, bool solicited)
+bool zd_ms_cq_write(struct zd_soft_peer *peer, uint32_t cqn, struct mlx5_cqe64 *cqe,
+		    bool solicited)
 {
+	struct zd_ms_shared *sh = zd_ms_peer_sh(peer);
 	struct zd_ms_cq *cq;
-	struct mlx5_cqe64 *slot;
+	struct mlx5_cqe64 *slot, *buf;
 	volatile __be32 *db;
 	uint32_t p, ci, cnt, armed;
 	bool err = (cqe->op_own >> 4) == MLX5_CQE_REQ_ERR || (cqe->op_own >> 4) == MLX5_CQE_RESP_ERR;
@@ -27,11 +28,12 @@ bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn,
 	cq = zd_ms_cq_ctx(sh, cqn - 1);
 	cnt = cq->cqe_cnt;
 	if (!atomic_load_explicit(&cq->live, memory_order_acquire) ||
-	    atomic_load_explicit(&cq->error, memory_order_relaxed) || !cnt || (cnt & (cnt - 1)) ||
-	    !zd_ms_in(sh, size, cq->buf_off, (uint64_t)cnt * 64) ||
-	    !zd_ms_in(sh, size, cq->db_off, 8))
+	    atomic_load_explicit(&cq->error, memory_order_relaxed) || !cnt || (cnt & (cnt - 1)))
 		return false;
-	db = zd_ms_at(sh, cq->db_off);
+	buf = zd_ms_qbuf(peer, cq->buf_chunk, cq->buf_off, (uint64_t)cnt * 64);
+	db = zd_ms_qbuf(peer, cq->db_chunk, cq->db_off, 8);
+	if (!buf || !db)
+		return false;
 	p = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 	do {
 		ci = be32toh(db[ZD_MLX5_CQ_SET_CI]) & 0xffffff;
@@ -43,7 +45,7 @@ bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn,
 		}
 	} while (!atomic_compare_exchange_weak_explicit(&cq->prod, &p, p + 1, memory_order_seq_cst,
 							memory_order_relaxed));
-	slot = zd_ms_at(sh, cq->buf_off + (uint64_t)(p & (cnt - 1)) * 64);
+	slot = buf + (p & (cnt - 1));
 	memcpy(slot, cqe, offsetof(struct mlx5_cqe64, op_own));
 	/* release: the consumer's read barrier after the owner check pairs
 	 * with this; the body is visible before the owner bit flips. */

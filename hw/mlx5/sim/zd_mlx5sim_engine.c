@@ -30,10 +30,10 @@
 
 /* Copies the WQE at basic block ci into buf, wrapping; returns its BBs
  * (0: the ds field is invalid). */
-static uint32_t wqe_fetch(struct zd_ms_shared *sh, struct zd_ms_qp *qp, uint32_t ci,
+static uint32_t wqe_fetch(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t ci,
 			  uint8_t *buf, uint32_t *size)
 {
-	const uint8_t *sq = zd_ms_at(sh, qp->sq_off);
+	const uint8_t *sq = zd_ms_own_qbuf(nic, qp->buf_chunk, qp->sq_off);
 	uint32_t mask = qp->sq_wqe_cnt - 1, ds, nbb;
 
 	memcpy(buf, sq + (uint64_t)(ci & mask) * MLX5_SEND_WQE_BB, MLX5_SEND_WQE_BB);
@@ -55,14 +55,14 @@ static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t p
 	bool work = false;
 
 	while (((pi - ci) & 0xffff) != 0) {
-		uint32_t nbb = wqe_fetch(nic->sh, qp, ci, buf, &size);
+		uint32_t nbb = wqe_fetch(nic, qp, ci, buf, &size);
 		struct mlx5_cqe64 c;
 
 		if (!nbb || nbb > ((pi - ci) & 0xffff))
 			nbb = 1;
 		zd_ms_cqe_err(&c, false, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, buf[3], qp->qpn,
 			      (uint16_t)ci, 0);
-		zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false);
+		zd_ms_cq_write(&nic->self, qp->scqn, &c, false);
 		atomic_fetch_add(&nic->cnt_wqes, 1);
 		ci += nbb;
 		atomic_store(&qp->sq_ci, ci);
@@ -78,7 +78,7 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 	if (qp->srqn || !qp->rq_wqe_cnt)
 		return false;
 	for (;;) {
-		volatile __be32 *db = zd_ms_at(nic->sh, qp->db_off);
+		volatile __be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 		uint32_t c = atomic_load(&qp->rq_ci), posted = be32toh(db[MLX5_RCV_DBR]) & 0xffff;
 		struct mlx5_cqe64 cqe;
 
@@ -88,7 +88,7 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 			continue;
 		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c,
 			      0);
-		zd_ms_cq_write(nic->sh, nic->region.size, qp->rcqn, &cqe, false);
+		zd_ms_cq_write(&nic->self, qp->rcqn, &cqe, false);
 		work = true;
 	}
 }
@@ -122,7 +122,7 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 			zd_ms_qp_set_err(qp);
 			break;
 		}
-		nbb = wqe_fetch(nic->sh, qp, ci, buf, &size);
+		nbb = wqe_fetch(nic, qp, ci, buf, &size);
 		if (!nbb || nbb > avail)
 			nbb = 1;        /* x.size 0: malformed, exec fails it */
 		else
@@ -141,7 +141,7 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 		if (r.status == ZD_MS_OK) {
 			if (x.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
 				zd_ms_cqe_req(&c, qp->qpn, x.opcode, (uint16_t)ci, r.byte_cnt);
-				if (!zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false))
+				if (!zd_ms_cq_write(&nic->self, qp->scqn, &c, false))
 					zd_ms_qp_set_err(qp);
 			}
 		} else {
@@ -154,7 +154,7 @@ static bool sq_run(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms
 				zd_ms_qp_set_err(zd_ms_qp_ctx(zd_ms_peer_sh(e->peer), e->peer_idx));
 			sq_error(qp);
 			zd_ms_cqe_err(&c, false, r.syndrome, x.opcode, qp->qpn, (uint16_t)ci, 0);
-			zd_ms_cq_write(nic->sh, nic->region.size, qp->scqn, &c, false);
+			zd_ms_cq_write(&nic->self, qp->scqn, &c, false);
 		}
 		ci += nbb;
 		atomic_store(&qp->sq_ci, ci);
@@ -174,7 +174,7 @@ static bool qp_pass(struct zd_mlx5sim_nic *nic, uint32_t i)
 
 	if (st == ZD_MS_QP_FREE || st == ZD_MLX5SIM_QPS_RESET)
 		return false;
-	db = zd_ms_at(nic->sh, qp->db_off);
+	db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 	zd_ms_bf_observe(nic, qp, e);
 	pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
 	/* acquire: the WQEs were written before the doorbell record. */

@@ -23,7 +23,8 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 	if (pq->srqn) {
 		struct zd_ms_srq *s;
 		uint64_t hw, nhw;
-		const uint8_t *w;
+		const uint8_t *w, *buf;
+		volatile __be32 *db;
 		uint32_t posted, cons, head;
 
 		if (pq->srqn > sh->max_srq)
@@ -31,20 +32,22 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 		s = zd_ms_srq_ctx(sh, pq->srqn - 1);
 		if (!atomic_load_explicit(&s->live, memory_order_acquire) || s->wqe_cnt < 2 ||
 		    (s->wqe_cnt & (s->wqe_cnt - 1)) || s->stride < 32 ||
-		    s->stride > 16 * (ZD_MS_MAX_SGE * 2 + 1) ||
-		    !zd_ms_in(sh, p->region.size, s->buf_off, (uint64_t)s->wqe_cnt * s->stride) ||
-		    !zd_ms_in(sh, p->region.size, s->db_off, 4))
+		    s->stride > 16 * (ZD_MS_MAX_SGE * 2 + 1))
+			return ZD_MS_ERR;
+		buf = zd_ms_qbuf(p, s->buf_chunk, s->buf_off, (uint64_t)s->wqe_cnt * s->stride);
+		db = zd_ms_qbuf(p, s->db_chunk, s->db_off, 4);
+		if (!buf || !db)
 			return ZD_MS_ERR;
 		hw = atomic_load_explicit(&s->hw, memory_order_acquire);
 		do {
-			posted = be32toh(*(volatile __be32 *)zd_ms_at(sh, s->db_off)) & 0xffff;
+			posted = be32toh(*db) & 0xffff;
 			cons = (uint32_t)(hw >> 32);
 			if (((posted - cons) & 0xffff) == 0)
 				return ZD_MS_RNR;
 			/* acquire: the WQE was written before the counter. */
 			atomic_thread_fence(memory_order_acquire);
 			head = (uint32_t)hw & 0xffff;
-			w = zd_ms_at(sh, s->buf_off + (uint64_t)(head & (s->wqe_cnt - 1)) * s->stride);
+			w = buf + (uint64_t)(head & (s->wqe_cnt - 1)) * s->stride;
 			nhw = (uint64_t)(cons + 1) << 32 |
 			      be16toh(((const struct mlx5_wqe_srq_next_seg *)w)->next_wqe_index);
 		} while (!atomic_compare_exchange_weak(&s->hw, &hw, nhw));
@@ -55,14 +58,17 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 		return ZD_MS_OK;
 	}
 	if (!pq->rq_wqe_cnt || (pq->rq_wqe_cnt & (pq->rq_wqe_cnt - 1)) || pq->rq_stride < 16 ||
-	    pq->rq_stride > 16 * ZD_MS_MAX_SGE * 2 ||
-	    !zd_ms_in(sh, p->region.size, pq->rq_off, (uint64_t)pq->rq_wqe_cnt * pq->rq_stride) ||
-	    !zd_ms_in(sh, p->region.size, pq->db_off, 8))
+	    pq->rq_stride > 16 * ZD_MS_MAX_SGE * 2)
 		return ZD_MS_ERR;
+	const uint8_t *rq = zd_ms_qbuf(p, pq->buf_chunk, pq->rq_off,
+				       (uint64_t)pq->rq_wqe_cnt * pq->rq_stride);
+	volatile __be32 *rdb = zd_ms_qbuf(p, pq->db_chunk, pq->db_off, 8);
 	uint32_t c = atomic_load_explicit(&pq->rq_ci, memory_order_relaxed), posted;
 
+	if (!rq || !rdb)
+		return ZD_MS_ERR;
 	do {
-		posted = be32toh(((volatile __be32 *)zd_ms_at(sh, pq->db_off))[MLX5_RCV_DBR]) & 0xffff;
+		posted = be32toh(rdb[MLX5_RCV_DBR]) & 0xffff;
 		if (((posted - c) & 0xffff) == 0)
 			return ZD_MS_RNR;
 		if (((posted - c) & 0xffff) > pq->rq_wqe_cnt)
@@ -70,7 +76,7 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 	} while (!atomic_compare_exchange_weak(&pq->rq_ci, &c, c + 1));
 	/* acquire: the WQE was written before the doorbell record. */
 	atomic_thread_fence(memory_order_acquire);
-	rc->wqe = zd_ms_at(sh, pq->rq_off + (uint64_t)(c & (pq->rq_wqe_cnt - 1)) * pq->rq_stride);
+	rc->wqe = rq + (uint64_t)(c & (pq->rq_wqe_cnt - 1)) * pq->rq_stride;
 	rc->nseg = pq->rq_stride / 16;
 	rc->counter = (uint16_t)c;
 	rc->srqn = 0;
@@ -184,7 +190,7 @@ static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq,
 	/* The error CQE before the state: once the responder's own engine
 	 * sees ERR it flushes the later receives, and their CQEs must not
 	 * overtake this one. */
-	zd_ms_cq_write(zd_ms_peer_sh(p), p->region.size, pq->rcqn, &c, false);
+	zd_ms_cq_write(p, pq->rcqn, &c, false);
 	zd_ms_qp_set_err(pq);
 }
 
@@ -204,7 +210,7 @@ static void resp_cqe(struct zd_ms_wqe *x, struct zd_ms_qp *pq, const struct zd_m
 	c.wqe_counter = htobe16(rc->counter);
 	c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
 	/* A responder CQ that overran takes the responder QP down with it. */
-	if (!zd_ms_cq_write(zd_ms_peer_sh(p), p->region.size, pq->rcqn, &c, se))
+	if (!zd_ms_cq_write(p, pq->rcqn, &c, se))
 		zd_ms_qp_set_err(pq);
 }
 

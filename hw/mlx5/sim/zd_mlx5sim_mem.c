@@ -1,6 +1,7 @@
 /*
  * Memory shared with peers: the MR and chunk tables of our region (hw/soft
- * seqlocked tables, written here on the control path under nic->lock, read
+ * seqlocked tables, written here on the control path under nic->lock and
+ * nic->chunk_lock, read
  * lock-free by every engine that targets us, in this process or another),
  * the key checks against them, and the peer NICs whose regions our QPs
  * reach (hw/soft peers).  The copies and atomics on a peer's memory are
@@ -21,11 +22,11 @@ int zd_mlx5sim_chunk_add(struct zd_mlx5sim_nic *nic, void *base, size_t len, int
 
 	if (!base || !len || fd < 0)
 		return -EINVAL;
-	pthread_mutex_lock(&nic->lock);
+	pthread_mutex_lock(&nic->chunk_lock);
 	slot = zd_soft_chunk_publish(zd_ms_chunk_ctx(nic->sh, 0), ZD_MS_CHUNKS,
 				     atomic_fetch_add(&next_id, 1), fd, (uint64_t)(uintptr_t)base,
 				     len, 0);
-	pthread_mutex_unlock(&nic->lock);
+	pthread_mutex_unlock(&nic->chunk_lock);
 	return slot < 0 ? -ENOSPC : 0;
 }
 
@@ -33,9 +34,9 @@ int zd_mlx5sim_chunk_add_adopted(struct zd_mlx5sim_nic *nic)
 {
 	int slot;
 
-	pthread_mutex_lock(&nic->lock);
+	pthread_mutex_lock(&nic->chunk_lock);
 	slot = zd_soft_chunk_publish_adopted(zd_ms_chunk_ctx(nic->sh, 0), ZD_MS_CHUNKS);
-	pthread_mutex_unlock(&nic->lock);
+	pthread_mutex_unlock(&nic->chunk_lock);
 	return slot < 0 ? -ENOENT : 0;
 }
 
@@ -45,13 +46,13 @@ int zd_mlx5sim_chunk_remove(struct zd_mlx5sim_nic *nic, void *base)
 	struct zd_soft_chunk_view v;
 	int ret = -ENOENT;
 
-	pthread_mutex_lock(&nic->lock);
+	pthread_mutex_lock(&nic->chunk_lock);
 	for (uint32_t i = 0; i < ZD_MS_CHUNKS; i++)
 		if (zd_soft_chunk_read(&tab[i], &v) && v.base == (uint64_t)(uintptr_t)base) {
 			ret = zd_soft_chunk_retract(tab, ZD_MS_CHUNKS, v.id) == 0 ? 0 : -ENOENT;
 			break;
 		}
-	pthread_mutex_unlock(&nic->lock);
+	pthread_mutex_unlock(&nic->chunk_lock);
 	return ret;
 }
 

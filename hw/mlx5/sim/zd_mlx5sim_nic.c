@@ -1,7 +1,8 @@
 /*
  * The NIC of the software mlx5 device: its sealed memfd region (layout in
  * zd_mlx5sim_priv.h) and engine thread, open, close and statistics, PDs,
- * and the page arena all queue memory is carved from.  Control path: all
+ * and the page arena UAR pages (and queues the hook does not give) are
+ * carved from.  Control path: all
  * of it under nic->lock but open and close.
  */
 #include <errno.h>
@@ -125,9 +126,13 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 		ret = -ENOMEM;
 		goto err_unmap;
 	}
+	nic->qmem_alloc = a.qmem_free ? a.qmem_alloc : NULL;
+	nic->qmem_free = a.qmem_free;
+	nic->qmem_ctx = a.qmem_ctx;
 	nic->next_tag = 1;
 	nic->debug = getenv("ZDAPL_MLX5SIM_DEBUG") && getenv("ZDAPL_MLX5SIM_DEBUG")[0] == '1';
 	pthread_mutex_init(&nic->lock, NULL);
+	pthread_mutex_init(&nic->chunk_lock, NULL);
 	zd_ms_peers_init(nic);
 	/* release: peers check magic last. */
 	atomic_store_explicit(&sh->magic, ZD_MS_MAGIC, memory_order_release);
@@ -141,6 +146,7 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 err_mutex:
 	zd_ms_peers_fini(nic);
 	pthread_mutex_destroy(&nic->lock);
+	pthread_mutex_destroy(&nic->chunk_lock);
 err_unmap:
 	free(nic->pages);
 	free(nic->qpe);
@@ -161,10 +167,19 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 		if (atomic_load(&zd_ms_qp_ctx(nic->sh, i)->state) != ZD_MS_QP_FREE)
 			zd_mlx5sim_qp_destroy(nic, ZD_MS_QPN_BASE + i);
 	}
+	/* Their queue memory may be the hook's: back to it below. */
+	for (uint32_t i = 0; i < nic->sh->max_srq; i++)
+		if (atomic_load(&zd_ms_srq_ctx(nic->sh, i)->live))
+			zd_mlx5sim_srq_destroy(nic, i + 1);
+	for (uint32_t i = 0; i < nic->sh->max_cq; i++)
+		if (atomic_load(&zd_ms_cq_ctx(nic->sh, i)->live))
+			zd_mlx5sim_cq_destroy(nic, i + 1);
 	zd_ms_peers_fini(nic);
+	zd_ms_qmem_fini(nic);
 	atomic_store(&nic->sh->magic, 0);
 	zd_soft_region_destroy(&nic->region);
 	pthread_mutex_destroy(&nic->lock);
+	pthread_mutex_destroy(&nic->chunk_lock);
 	free(nic->pages);
 	free(nic->qpe);
 	free(nic->cq_user);

@@ -1,7 +1,7 @@
 /*
  * The queue objects of the software mlx5 device, as the firmware's create,
  * modify and destroy commands: the CQ, SRQ and QP contexts in the region,
- * their queue memory from the page arena, the descriptors handed to the
+ * their queue memory (zd_mlx5sim_qmem.c), the descriptors handed to the
  * data path, and a QP's connection to its peer.  Everything here runs
  * under nic->lock, which the engine also takes for each pass over its QPs,
  * so an object never changes under the engine.
@@ -18,7 +18,9 @@ int zd_mlx5sim_cq_create(struct zd_mlx5sim_nic *nic, uint32_t cqe_cnt, void *use
 			 struct zd_mlx5_cq_desc *out)
 {
 	struct zd_ms_shared *sh = nic->sh;
-	int64_t buf, aux;
+	uint32_t bchunk, dchunk;
+	uint64_t buf, db;
+	int64_t aux;
 	int ret = -ENOMEM;
 
 	if (cqe_cnt == 0 || cqe_cnt > (1u << 22))
@@ -30,30 +32,37 @@ int zd_mlx5sim_cq_create(struct zd_mlx5sim_nic *nic, uint32_t cqe_cnt, void *use
 
 		if (atomic_load(&cq->live))
 			continue;
-		buf = zd_ms_arena_alloc(nic, (uint64_t)cqe_cnt * 64);
-		if (buf < 0)
+		if (zd_ms_qmem_alloc(nic, (uint64_t)cqe_cnt * 64, ZD_MS_PAGE, MLX5DV_RES_TYPE_CQ,
+				     &bchunk, &buf) != 0)
 			break;
 		aux = zd_ms_arena_alloc(nic, ZD_MS_PAGE);
 		if (aux < 0) {
-			zd_ms_arena_free(nic, (uint64_t)buf, (uint64_t)cqe_cnt * 64);
+			zd_ms_qmem_free(nic, bchunk, buf, (uint64_t)cqe_cnt * 64, MLX5DV_RES_TYPE_CQ);
 			break;
+		}
+		/* The doorbell record in host memory, else in the UAR page. */
+		if (!zd_ms_qmem_dbr(nic, &dchunk, &db)) {
+			dchunk = ZD_SOFT_NO_CHUNK;
+			db = (uint64_t)aux + 0x40;
 		}
 		memset(cq, 0, sizeof(*cq));
 		cq->cqn = i + 1;
 		cq->cqe_cnt = cqe_cnt;
-		cq->buf_off = (uint64_t)buf;
+		cq->buf_chunk = bchunk;
+		cq->buf_off = buf;
 		cq->uar_off = (uint64_t)aux;
-		cq->db_off = (uint64_t)aux + 0x40;
+		cq->db_chunk = dchunk;
+		cq->db_off = db;
+		out->buf = zd_ms_own_qbuf(nic, bchunk, buf);
 		/* Every CQE invalid, owner 0: hardware's first pass writes owner 0. */
 		for (uint32_t j = 0; j < cqe_cnt; j++) {
-			struct mlx5_cqe64 *c = zd_ms_at(sh, (uint64_t)buf + j * 64ull);
+			struct mlx5_cqe64 *c = (struct mlx5_cqe64 *)out->buf + j;
 
 			c->op_own = MLX5_CQE_INVALID << 4;
 		}
-		out->buf = zd_ms_at(sh, (uint64_t)buf);
 		out->cqe_cnt = cqe_cnt;
 		out->cqe_size = 64;
-		out->dbrec = zd_ms_at(sh, cq->db_off);
+		out->dbrec = zd_ms_own_qbuf(nic, dchunk, db);
 		out->uar = zd_ms_at(sh, cq->uar_off);
 		out->cqn = cq->cqn;
 		nic->cq_user[i] = user;
@@ -89,7 +98,10 @@ int zd_mlx5sim_cq_destroy(struct zd_mlx5sim_nic *nic, uint32_t cqn)
 		ret = -EBUSY;
 	} else {
 		atomic_store(&cq->live, 0);
-		zd_ms_arena_free(nic, cq->buf_off, (uint64_t)cq->cqe_cnt * 64);
+		zd_ms_qmem_free(nic, cq->buf_chunk, cq->buf_off, (uint64_t)cq->cqe_cnt * 64,
+				MLX5DV_RES_TYPE_CQ);
+		if (cq->db_chunk != ZD_SOFT_NO_CHUNK)
+			zd_ms_qmem_free(nic, cq->db_chunk, cq->db_off, 8, MLX5DV_RES_TYPE_DBR);
 		zd_ms_arena_free(nic, cq->uar_off, ZD_MS_PAGE);
 		atomic_fetch_and(&zd_ms_fired(nic->sh)[(cqn - 1) / 64],
 				 ~(1ull << ((cqn - 1) % 64)));
@@ -111,8 +123,9 @@ int zd_mlx5sim_srq_create(struct zd_mlx5sim_nic *nic, uint32_t pdn, uint32_t wqe
 			  uint32_t max_sge, struct zd_mlx5_srq_desc *out)
 {
 	struct zd_ms_shared *sh = nic->sh;
-	uint32_t stride;
-	int64_t buf, db;
+	uint32_t stride, bchunk, dchunk;
+	uint64_t buf, db;
+	uint8_t *wqes;
 	int ret = -ENOMEM;
 
 	if (wqe_cnt < 2 || wqe_cnt > (1u << 15) || max_sge == 0 || max_sge > ZD_MS_MAX_SGE)
@@ -129,12 +142,13 @@ int zd_mlx5sim_srq_create(struct zd_mlx5sim_nic *nic, uint32_t pdn, uint32_t wqe
 
 		if (atomic_load(&s->live))
 			continue;
-		buf = zd_ms_arena_alloc(nic, (uint64_t)wqe_cnt * stride);
-		if (buf < 0)
+		if (zd_ms_qmem_alloc(nic, (uint64_t)wqe_cnt * stride, ZD_MS_PAGE,
+				     MLX5DV_RES_TYPE_SRQ, &bchunk, &buf) != 0)
 			break;
-		db = zd_ms_arena_alloc(nic, ZD_MS_PAGE);
-		if (db < 0) {
-			zd_ms_arena_free(nic, (uint64_t)buf, (uint64_t)wqe_cnt * stride);
+		/* The doorbell record: host memory, else an arena page. */
+		if (zd_ms_qmem_alloc(nic, 8, 8, MLX5DV_RES_TYPE_DBR, &dchunk, &db) != 0) {
+			zd_ms_qmem_free(nic, bchunk, buf, (uint64_t)wqe_cnt * stride,
+					MLX5DV_RES_TYPE_SRQ);
 			break;
 		}
 		memset(s, 0, sizeof(*s));
@@ -142,20 +156,23 @@ int zd_mlx5sim_srq_create(struct zd_mlx5sim_nic *nic, uint32_t pdn, uint32_t wqe
 		s->pdn = pdn;
 		s->wqe_cnt = wqe_cnt;
 		s->stride = stride;
-		s->buf_off = (uint64_t)buf;
-		s->db_off = (uint64_t)db;
+		s->buf_chunk = bchunk;
+		s->buf_off = buf;
+		s->db_chunk = dchunk;
+		s->db_off = db;
+		wqes = zd_ms_own_qbuf(nic, bchunk, buf);
 		/* The free list as mlx5 creates it: 0 -> 1 -> ... -> cnt-1. */
 		for (uint32_t j = 0; j < wqe_cnt; j++) {
-			struct mlx5_wqe_srq_next_seg *n = zd_ms_at(sh, (uint64_t)buf + j * stride);
+			struct mlx5_wqe_srq_next_seg *n = (void *)(wqes + (uint64_t)j * stride);
 
 			n->next_wqe_index = htobe16((uint16_t)((j + 1) & (wqe_cnt - 1)));
 		}
 		atomic_store(&s->hw, 0);
 		nic->pd_used[pdn - 1]++;
-		out->buf = zd_ms_at(sh, (uint64_t)buf);
+		out->buf = wqes;
 		out->wqe_cnt = wqe_cnt;
 		out->stride = stride;
-		out->dbrec = zd_ms_at(sh, (uint64_t)db);
+		out->dbrec = zd_ms_own_qbuf(nic, dchunk, db);
 		out->head = 0;
 		out->tail = wqe_cnt - 1;
 		out->srqn = s->srqn;
@@ -191,8 +208,9 @@ int zd_mlx5sim_srq_destroy(struct zd_mlx5sim_nic *nic, uint32_t srqn)
 		ret = -EBUSY;
 	} else {
 		atomic_store(&s->live, 0);
-		zd_ms_arena_free(nic, s->buf_off, (uint64_t)s->wqe_cnt * s->stride);
-		zd_ms_arena_free(nic, s->db_off, ZD_MS_PAGE);
+		zd_ms_qmem_free(nic, s->buf_chunk, s->buf_off, (uint64_t)s->wqe_cnt * s->stride,
+				MLX5DV_RES_TYPE_SRQ);
+		zd_ms_qmem_free(nic, s->db_chunk, s->db_off, 8, MLX5DV_RES_TYPE_DBR);
 		nic->pd_used[s->pdn - 1]--;
 	}
 	pthread_mutex_unlock(&nic->lock);
@@ -217,8 +235,9 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 	struct zd_ms_shared *sh = nic->sh;
 	struct zd_ms_cq *scq, *rcq;
 	struct zd_ms_srq *srq = NULL;
-	uint32_t sq_cnt, rq_cnt = 0, rq_stride = 0;
-	int64_t sqb = -1, rqb = -1, pg = -1;
+	uint32_t sq_cnt, rq_cnt = 0, rq_stride = 0, bchunk, dchunk;
+	uint64_t buf, db_at, rq_bytes, bytes;
+	int64_t pg;
 	int ret = -ENOMEM;
 
 	if (!attr->sq_wqe_cnt || attr->sq_wqe_cnt > (1u << 15) || attr->rq_wqe_cnt > (1u << 15) ||
@@ -247,19 +266,21 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 
 		if (atomic_load(&qp->state) != ZD_MS_QP_FREE)
 			continue;
-		sqb = zd_ms_arena_alloc(nic, (uint64_t)sq_cnt * MLX5_SEND_WQE_BB);
-		if (rq_cnt)
-			rqb = zd_ms_arena_alloc(nic, (uint64_t)rq_cnt * rq_stride);
-		pg = zd_ms_arena_alloc(nic, ZD_MS_PAGE);
-		if (sqb < 0 || (rq_cnt && rqb < 0) || pg < 0) {
-			if (sqb >= 0)
-				zd_ms_arena_free(nic, (uint64_t)sqb,
-						 (uint64_t)sq_cnt * MLX5_SEND_WQE_BB);
-			if (rqb >= 0)
-				zd_ms_arena_free(nic, (uint64_t)rqb, (uint64_t)rq_cnt * rq_stride);
-			if (pg >= 0)
-				zd_ms_arena_free(nic, (uint64_t)pg, ZD_MS_PAGE);
+		/* One buffer, the RQ then the SQ, as mlx5 lays a QP out. */
+		rq_bytes = (uint64_t)rq_cnt * rq_stride;
+		bytes = rq_bytes + (uint64_t)sq_cnt * MLX5_SEND_WQE_BB;
+		if (zd_ms_qmem_alloc(nic, bytes, ZD_MS_PAGE, MLX5DV_RES_TYPE_QP, &bchunk, &buf) != 0)
 			break;
+		pg = zd_ms_arena_alloc(nic, ZD_MS_PAGE);
+		if (pg < 0) {
+			zd_ms_qmem_free(nic, bchunk, buf, bytes, MLX5DV_RES_TYPE_QP);
+			break;
+		}
+		/* The doorbell records in host memory, else at the UAR page's
+		 * start. */
+		if (!zd_ms_qmem_dbr(nic, &dchunk, &db_at)) {
+			dchunk = ZD_SOFT_NO_CHUNK;
+			db_at = (uint64_t)pg;
 		}
 		memset((char *)qp + sizeof(qp->state), 0, sizeof(*qp) - sizeof(qp->state));
 		memset(e, 0, sizeof(*e));
@@ -272,24 +293,26 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 		qp->sq_wqe_cnt = sq_cnt;
 		qp->rq_wqe_cnt = rq_cnt;
 		qp->rq_stride = rq_stride;
-		qp->sq_off = (uint64_t)sqb;
-		qp->rq_off = rq_cnt ? (uint64_t)rqb : 0;
-		qp->db_off = (uint64_t)pg;
+		qp->buf_chunk = bchunk;
+		qp->sq_off = buf + rq_bytes;
+		qp->rq_off = rq_cnt ? buf : 0;
+		qp->db_chunk = dchunk;
+		qp->db_off = db_at;
 		qp->uar_off = (uint64_t)pg;
 		atomic_fetch_add(&scq->users, 1);
 		atomic_fetch_add(&rcq->users, 1);
 		if (srq)
 			atomic_fetch_add(&srq->users, 1);
 		nic->pd_used[attr->pdn - 1]++;
-		db = zd_ms_at(sh, qp->db_off);
-		sq->buf = zd_ms_at(sh, qp->sq_off);
+		db = zd_ms_own_qbuf(nic, dchunk, db_at);
+		sq->buf = zd_ms_own_qbuf(nic, bchunk, qp->sq_off);
 		sq->wqe_cnt = sq_cnt;
 		sq->stride = MLX5_SEND_WQE_BB;
 		sq->dbrec = &db[MLX5_SND_DBR];
 		sq->bf_reg = zd_ms_at(sh, qp->uar_off + ZD_MS_BF_OFFSET);
 		sq->bf_size = ZD_MS_BF_SIZE;
 		sq->qpn = qp->qpn;
-		rq->buf = rq_cnt ? zd_ms_at(sh, qp->rq_off) : NULL;
+		rq->buf = rq_cnt ? zd_ms_own_qbuf(nic, bchunk, buf) : NULL;
 		rq->wqe_cnt = rq_cnt;
 		rq->stride = rq_stride;
 		rq->dbrec = &db[MLX5_RCV_DBR];
@@ -380,7 +403,7 @@ static void qp_reset_locked(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp,
 			    struct zd_soft_peer **put)
 {
 	struct zd_ms_qpe *e = &nic->qpe[qp->qpn - ZD_MS_QPN_BASE];
-	__be32 *db = zd_ms_at(nic->sh, qp->db_off);
+	__be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 	const uint64_t *bf = zd_ms_at(nic->sh, qp->uar_off + ZD_MS_BF_OFFSET);
 
 	zd_ms_qp_bf_final(nic, qp->qpn - ZD_MS_QPN_BASE);
@@ -430,6 +453,7 @@ int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 	struct zd_soft_peer *put = NULL;
 	struct zd_ms_qp *qp;
 	struct zd_ms_srq *srq;
+	uint64_t rq_bytes;
 
 	pthread_mutex_lock(&nic->lock);
 	qp = qp_get(nic, qpn);
@@ -448,10 +472,12 @@ int zd_mlx5sim_qp_destroy(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 	if (srq)
 		atomic_fetch_sub(&srq->users, 1);
 	nic->pd_used[qp->pdn - 1]--;
-	zd_ms_arena_free(nic, qp->sq_off, (uint64_t)qp->sq_wqe_cnt * MLX5_SEND_WQE_BB);
-	if (qp->rq_wqe_cnt)
-		zd_ms_arena_free(nic, qp->rq_off, (uint64_t)qp->rq_wqe_cnt * qp->rq_stride);
-	zd_ms_arena_free(nic, qp->db_off, ZD_MS_PAGE);
+	rq_bytes = (uint64_t)qp->rq_wqe_cnt * qp->rq_stride;
+	zd_ms_qmem_free(nic, qp->buf_chunk, qp->sq_off - rq_bytes,
+			rq_bytes + (uint64_t)qp->sq_wqe_cnt * MLX5_SEND_WQE_BB, MLX5DV_RES_TYPE_QP);
+	if (qp->db_chunk != ZD_SOFT_NO_CHUNK)
+		zd_ms_qmem_free(nic, qp->db_chunk, qp->db_off, 8, MLX5DV_RES_TYPE_DBR);
+	zd_ms_arena_free(nic, qp->uar_off, ZD_MS_PAGE);
 	atomic_store(&qp->state, ZD_MS_QP_FREE);
 	nic->qps_live--;
 	pthread_mutex_unlock(&nic->lock);

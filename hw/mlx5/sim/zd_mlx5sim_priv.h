@@ -4,10 +4,23 @@
  * Model: "the initiator executes".  Each NIC owns one sealed memfd region
  * (hw/soft/zd_soft_region.h): a header (event word, fired-CQ bitmap,
  * statistics), the MR and chunk tables (hw/soft/zd_soft_table.h), the QP,
- * CQ and SRQ contexts and a page arena from which all queue memory
- * (SQ/RQ/SRQ buffers, doorbell records, CQ buffers, UAR pages) is carved.
+ * CQ and SRQ contexts and a page arena from which the UAR pages are carved.
  * A peer maps the whole region once (a hw/soft peer), so every offset
  * below is relative to the region base.
+ *
+ * Queue memory (QP, CQ and SRQ buffers, doorbell records) is host memory,
+ * as on a ConnectX: the create commands take it from the allocator hook of
+ * zd_mlx5sim_nic_attr (mlx5's parent-domain allocator, called with the same
+ * resource types and alignments as rdma-core's mlx5 provider calls it),
+ * which the DAT device points at the registered pool.  A buffer that lies
+ * in one of the chunks the NIC publishes is named in its context by chunk
+ * slot and our address (a peer reaches it through its mapping of that
+ * chunk, hw/soft/zd_soft_peer.h); without a hook, when the hook declines
+ * (IBV_ALLOCATOR_USE_DEFAULT) or gives memory outside the published chunks,
+ * the buffer comes from the page arena, named by chunk ZD_SOFT_NO_CHUNK and
+ * a region offset.  Queue memory of destroyed objects stays with the NIC
+ * for its later queues until it closes (a peer's engine that completes
+ * into a queue just destroyed writes queue memory, never the application's).
  *
  * The engine thread of a NIC executes the WQEs of its own QPs: it gathers
  * from its own process's memory and writes straight into the peer's
@@ -28,7 +41,8 @@
  * on other memory they run under the target NIC's atomic_lock.
  *
  * Files, one concept each: _nic.c (the region, open/close, PDs, the page
- * arena), _objs.c (CQ, SRQ and QP contexts: create, modify, connect,
+ * arena), _qmem.c (queue memory: the allocator hook, the arena fallback,
+ * kept buffers), _objs.c (CQ, SRQ and QP contexts: create, modify, connect,
  * destroy), _mem.c (the MR and chunk tables and the peer NICs; the
  * copies and atomics are hw/soft's), _event.c (CQ events),
  * _engine.c (the engine thread, its passes and SQ loop), _exec.c (one
@@ -78,6 +92,7 @@ struct zd_ms_cq {
 	_Atomic uint32_t live;
 	uint32_t cqn;
 	uint32_t cqe_cnt;
+	uint32_t buf_chunk, db_chunk;    /* zd_ms_qbuf */
 	uint32_t pad;
 	uint64_t buf_off, db_off, uar_off;
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t prod;     /* CQEs claimed (CAS) */
@@ -92,7 +107,7 @@ struct zd_ms_srq {
 	_Atomic uint32_t live;
 	uint32_t srqn, pdn;
 	uint32_t wqe_cnt, stride;
-	uint32_t pad;
+	uint32_t buf_chunk, db_chunk;    /* zd_ms_qbuf */
 	uint64_t buf_off, db_off;
 	/* head WQE index (low 16) | WQEs consumed (high 32), CAS by consumers */
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t hw;
@@ -106,6 +121,8 @@ struct zd_ms_qp {
 	uint32_t sq_wqe_cnt, rq_wqe_cnt, rq_stride;
 	uint32_t type;              /* enum zd_mlx5sim_qp_type */
 	uint32_t qkey;              /* UD: what a datagram must carry to get in */
+	uint32_t buf_chunk;         /* of sq_off and rq_off (one buffer): zd_ms_qbuf */
+	uint32_t db_chunk;          /* of db_off */
 	uint32_t pad;
 	uint64_t sq_off, rq_off, db_off, uar_off;
 	_Atomic uint64_t peer_uid;
@@ -194,10 +211,27 @@ struct zd_ms_qpe {
 	uint32_t shadow_next;             /* shadows written since reset */
 };
 
+/* Hook memory of a destroyed object, kept for the NIC's later queues. */
+struct zd_ms_kept {
+	struct zd_ms_kept *next;
+	void *p;
+	size_t size;
+	uint64_t type;              /* MLX5DV_RES_TYPE_* */
+};
+
 struct zd_mlx5sim_nic {
 	struct zd_ms_shared *sh;    /* region.base */
 	struct zd_soft_region region;
+	/* queue memory hook (zd_mlx5sim_nic_attr) and what it gave back */
+	void *(*qmem_alloc)(struct ibv_pd *, void *, size_t, size_t, uint64_t);
+	void (*qmem_free)(struct ibv_pd *, void *, void *, uint64_t);
+	void *qmem_ctx;
+	struct zd_ms_kept *kept;
 	pthread_mutex_t lock;       /* control path; the engine holds it per pass */
+	/* The chunk table's writers.  Not nic->lock: a create command that
+	 * holds it may make the pool grow, whose new chunk reaches us through
+	 * a chunk listener (chunk_add) on that same thread. */
+	pthread_mutex_t chunk_lock;
 	uint8_t *pages;             /* arena page map: 0 free, 1 used */
 	uint32_t next_tag;
 	uint32_t pd_used[64];       /* PDs in use: refcounts + 1 (0: free) */
@@ -254,6 +288,28 @@ static inline bool zd_ms_in(const struct zd_ms_shared *sh, size_t sz, uint64_t o
 	return off >= sh->arena_off && off <= sz && len <= sz - off;
 }
 
+/*
+ * [at, at + len) of a queue buffer of the NIC whose region p maps: a region
+ * offset when chunk is ZD_SOFT_NO_CHUNK, else the owner's address in its
+ * chunk slot chunk.  NULL when that lies outside (a peer's words are
+ * untrusted); our own (p->self) are taken as they are.
+ */
+static inline void *zd_ms_qbuf(struct zd_soft_peer *p, uint32_t chunk, uint64_t at,
+			       uint64_t len)
+{
+	struct zd_ms_shared *sh = p->region.base;
+
+	if (chunk == ZD_SOFT_NO_CHUNK)
+		return zd_ms_in(sh, p->region.size, at, len) ? zd_ms_at(sh, at) : NULL;
+	return zd_soft_peer_ptr_fast(p, chunk, at, len);
+}
+
+/* The same for a queue of our own NIC (its contexts are ours: no check). */
+static inline void *zd_ms_own_qbuf(struct zd_mlx5sim_nic *nic, uint32_t chunk, uint64_t at)
+{
+	return chunk == ZD_SOFT_NO_CHUNK ? zd_ms_at(nic->sh, at) : (void *)(uintptr_t)at;
+}
+
 static inline uint32_t zd_ms_rd_be32(const void *p)
 {
 	uint32_t v;
@@ -273,11 +329,26 @@ static inline uint32_t zd_ms_pow2_up(uint32_t v)
 
 /* ---- calls between the other files ---- */
 
-/* NIC (zd_mlx5sim_nic.c), all under nic->lock.  PD pdn allocated?  Queue
- * memory: whole zeroed pages of the arena, as a region offset or -ENOMEM. */
+/* NIC (zd_mlx5sim_nic.c), all under nic->lock.  PD pdn allocated?  Arena
+ * memory: whole zeroed pages, as a region offset or -ENOMEM. */
 bool zd_ms_pd_ok(struct zd_mlx5sim_nic *nic, uint32_t pdn);
 int64_t zd_ms_arena_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes);
 void zd_ms_arena_free(struct zd_mlx5sim_nic *nic, uint64_t off, uint64_t bytes);
+
+/* Queue memory (zd_mlx5sim_qmem.c), under nic->lock: @bytes zeroed, aligned
+ * to @align, of MLX5DV_RES_TYPE_* @type, from the hook when it gives memory
+ * in a published chunk (*chunk its slot, *at its address), else from the
+ * arena (*chunk ZD_SOFT_NO_CHUNK, *at a region offset); -ENOMEM when
+ * neither can.  free gives it back: hook memory stays with the NIC for its
+ * later queues; qmem_fini hands it all back to the hook (NIC closing). */
+int zd_ms_qmem_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes, size_t align, uint64_t type,
+		     uint32_t *chunk, uint64_t *at);
+/* A doorbell record (8 bytes) from the hook only: false when it has none
+ * (the caller puts the record in an arena page of the object's). */
+bool zd_ms_qmem_dbr(struct zd_mlx5sim_nic *nic, uint32_t *chunk, uint64_t *at);
+void zd_ms_qmem_free(struct zd_mlx5sim_nic *nic, uint32_t chunk, uint64_t at, uint64_t bytes,
+		     uint64_t type);
+void zd_ms_qmem_fini(struct zd_mlx5sim_nic *nic);
 
 /* Engine (zd_mlx5sim_engine.c).  catch_up (control path, nic->lock
  * held) executes now what the doorbells rung so far announce, as a NIC
@@ -353,11 +424,11 @@ void zd_ms_bf_resolve(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd
 void zd_ms_qp_bf_final(struct zd_mlx5sim_nic *nic, uint32_t i);
 
 /* CQEs (zd_mlx5sim_cqe.c).  cq_write writes one CQE (owner bit filled in
- * there) to CQ cqn of a NIC region of size bytes, claiming its slot by
+ * there) to CQ cqn of the NIC region p maps (&nic->self: ours), claiming its slot by
  * CAS, and raises the event if the CQ is armed; false if the CQ is gone or
  * overran (then it is in error).  cq_arm consumes the CQ's arm doorbell:
  * true if there was one. */
-bool zd_ms_cq_write(struct zd_ms_shared *sh, size_t size, uint32_t cqn, struct mlx5_cqe64 *cqe,
+bool zd_ms_cq_write(struct zd_soft_peer *p, uint32_t cqn, struct mlx5_cqe64 *cqe,
 		    bool solicited);
 void zd_ms_cqe_req(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t idx,
 		   uint32_t byte_cnt);

@@ -227,7 +227,7 @@ static void recv_cqe(struct zd_ms_wqe *x, struct zd_soft_peer *p, struct zd_ms_q
 		c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
 	}
 	/* A receive CQ that overran takes its QP down, as for RC. */
-	if (!zd_ms_cq_write(zd_ms_peer_sh(p), p->region.size, pq->rcqn, &c, se))
+	if (!zd_ms_cq_write(p, pq->rcqn, &c, se))
 		zd_ms_qp_set_err(pq);
 }
 
