@@ -28,7 +28,9 @@
  *   it before publishing the slot, the consumer copies it out after seeing
  *   the slot published, under the same seq pair. Other events never touch
  *   that array (its pages stay untouched, so unbacked, until an extension
- *   event uses them), and come out with event_extension_data all zero.
+ *   event uses them, when the memory is fresh: aligned_alloc's mmap, or
+ *   pool pages no earlier queue touched, evd/zd_ring_mem.h), and come out
+ *   with event_extension_data all zero.
  *   Everything round-trips byte for byte, padding included.
  *
  * Protocol

@@ -10,6 +10,11 @@
  * zd_mlx5_cq.h and the post/poll ops built on them) drives the queues
  * through those descriptors only and never calls the backend.
  *
+ * Queue memory: a backend takes its QP, CQ and SRQ buffers and doorbell
+ * records from the glue's allocator hook (zd_mlx5_qmem.h, the registered
+ * pool): verbs through parent domains, the software model at its create
+ * commands; where the hook declines, as it would without one.
+ *
  * Handles are opaque to the glue (void *).  Every call is control path: it
  * may block and allocate; the glue serialises nothing except what it says
  * below, so a backend that shares state between IAs locks it itself.
