@@ -16,6 +16,9 @@
  * private memory (aligned_alloc) and counts it; ZDAPL_MEM_REPORT=1 says so
  * once on stderr when it first happens and sums both at exit.
  *
+ * In a fork() child (pool chunks are MADV_DONTFORK: it has none) queues
+ * take private memory, and the parent's queues it frees are left alone.
+ *
  * Fresh pool memory is untouched memfd pages, so what a queue never writes
  * stays unbacked (an EVD ring's extension lines, zd_ring.h); memory the pool
  * recycles keeps whatever pages earlier users touched (the pool never

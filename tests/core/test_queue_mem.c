@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/zd_api.h"
@@ -160,6 +161,53 @@ Test(queue_mem, extension_lines_stay_unbacked)
 	 * lines never (no extension event went through). */
 	cr_assert_eq(resident_pages(ext, (size_t)cap * ZD_RING_EXT_BYTES), 0);
 	cr_assert_gt(resident_pages(r->slots, (size_t)cap * sizeof(r->slots[0])), 0);
+	cr_assert_eq(dat_evd_free(h), DAT_SUCCESS);
+}
+
+/* A fork() child has none of the pool's chunks (MADV_DONTFORK) but the
+ * allocator's copy of them: its own EVDs take private memory and work. */
+Test(queue_mem, fork_child_queues_in_private_memory)
+{
+	struct zd_qmem_stats parent;
+	DAT_EVD_HANDLE h;
+	pid_t pid;
+	int st;
+
+	cr_assert_eq(dat_evd_create(ia_handle, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &h),
+		     DAT_SUCCESS);
+	cr_assert(ring_in_pool(evd_of(h)->ring));
+	zd_qmem_get_stats(&parent);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		DAT_IA_HANDLE ia2;
+		DAT_EVD_HANDLE a2 = DAT_HANDLE_NULL, e2;
+		DAT_EVENT ev = se(5);
+		struct zd_qmem_stats q0, qs;
+
+		if (dat_ia_open("zdapl-static-shm", 4, &a2, &ia2) != DAT_SUCCESS)
+			_exit(1);
+		zd_qmem_get_stats(&q0);   /* the IA's async EVD is one */
+		if (q0.private_live[ZD_QMEM_EVD_RING] != 1 ||
+		    q0.pool_live[ZD_QMEM_EVD_RING] != parent.pool_live[ZD_QMEM_EVD_RING] ||
+		    dat_evd_create(ia2, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG | DAT_EVD_SOFTWARE_FLAG,
+				   &e2) != DAT_SUCCESS)
+			_exit(1);
+		if (ring_in_pool(evd_of(e2)->ring))
+			_exit(2);
+		if (dat_evd_post_se(e2, &ev) != DAT_SUCCESS || dat_evd_dequeue(e2, &ev) != DAT_SUCCESS ||
+		    (uintptr_t)ev.event_data.software_event_data.pointer != 5)
+			_exit(3);
+		if (dat_evd_free(e2) != DAT_SUCCESS)
+			_exit(4);
+		zd_qmem_get_stats(&qs);
+		/* The parent's rings are still counted in the pool. */
+		_exit(qs.private_live[ZD_QMEM_EVD_RING] == 1 &&
+		      qs.pool_live[ZD_QMEM_EVD_RING] == parent.pool_live[ZD_QMEM_EVD_RING] ? 0 : 6);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s %d",
+		  WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	cr_assert_eq(dat_evd_free(h), DAT_SUCCESS);
 }
 
