@@ -42,19 +42,13 @@ const char *zd_qmem_kind_name(enum zd_qmem_kind kind)
 static void report_at_exit(void)
 {
 	struct zd_qmem_stats st;
-	uint64_t pn = 0, pb = 0, xn = 0, xb = 0;
 
 	zd_qmem_get_stats(&st);
-	for (int k = 0; k < ZD_QMEM_KINDS; k++) {
-		pn += st.pool_live[k];
-		pb += st.pool_bytes[k];
-		xn += st.private_live[k];
-		xb += st.private_bytes[k];
-	}
-	fprintf(stderr, "zdapl: queue memory at exit: %llu buffers (%llu bytes) in the pool, "
-		"%llu (%llu bytes) private; %llu allocations fell back to private memory\n",
-		(unsigned long long)pn, (unsigned long long)pb, (unsigned long long)xn,
-		(unsigned long long)xb, (unsigned long long)st.fallbacks);
+	fprintf(stderr, "zdapl: queue memory: %llu buffers from the pool (at most %llu bytes at "
+		"once), %llu private (at most %llu bytes; %llu fell back from the pool)\n",
+		(unsigned long long)st.pool_total, (unsigned long long)st.pool_peak,
+		(unsigned long long)st.private_total, (unsigned long long)st.private_peak,
+		(unsigned long long)st.fallbacks);
 }
 
 static void qmem_atfork_child(void)
@@ -83,9 +77,22 @@ static void account(bool pool, enum zd_qmem_kind kind, size_t size, int sign)
 	uint64_t *live = pool ? qmem.st.pool_live : qmem.st.private_live;
 	uint64_t *bytes = pool ? qmem.st.pool_bytes : qmem.st.private_bytes;
 
+	uint64_t now = 0;
+
 	pthread_mutex_lock(&qmem.lock);
 	live[kind] += (uint64_t)(int64_t)sign;
 	bytes[kind] += (uint64_t)((int64_t)sign * (int64_t)size);
+	if (sign > 0) {
+		for (int k = 0; k < ZD_QMEM_KINDS; k++)
+			now += bytes[k];
+		if (pool) {
+			qmem.st.pool_total++;
+			qmem.st.pool_peak = now > qmem.st.pool_peak ? now : qmem.st.pool_peak;
+		} else {
+			qmem.st.private_total++;
+			qmem.st.private_peak = now > qmem.st.private_peak ? now : qmem.st.private_peak;
+		}
+	}
 	pthread_mutex_unlock(&qmem.lock);
 }
 

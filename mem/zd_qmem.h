@@ -67,6 +67,8 @@ struct zd_qmem_stats {
 	uint64_t pool_live[ZD_QMEM_KINDS], pool_bytes[ZD_QMEM_KINDS];
 	uint64_t private_live[ZD_QMEM_KINDS], private_bytes[ZD_QMEM_KINDS];
 	uint64_t fallbacks;   /* zd_qmem_alloc calls that took private memory */
+	uint64_t pool_total, private_total;   /* buffers ever allocated */
+	uint64_t pool_peak, private_peak;     /* most bytes live at once */
 };
 
 void zd_qmem_get_stats(struct zd_qmem_stats *st);
