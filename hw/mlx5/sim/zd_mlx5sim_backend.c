@@ -35,9 +35,10 @@
 #include "hw/mlx5/zd_mlx5_qmem.h"
 #include "mem/zd_chunk.h"
 
-/* What one IA's NIC holds.  Queue memory is a sparse memfd: only pages of
- * live queues are touched, so it is sized for many connections (dtestcm
- * opens a thousand at once, each side). */
+/* What one IA's NIC holds.  Its page arena (UAR pages, and the queues the
+ * pool cannot give) is a sparse memfd: only pages of live objects are
+ * touched, so it is sized for many connections (dtestcm opens a thousand
+ * at once, each side). */
 #define ZD_MS_BE_QUEUE_MEM (1ull << 30)
 #define ZD_MS_BE_MAX_QP    2048u
 #define ZD_MS_BE_MAX_CQ    1024u
