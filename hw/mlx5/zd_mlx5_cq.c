@@ -250,8 +250,8 @@ static ZD_ALWAYS_INLINE void req_ext_swap(struct zd_mlx5_qp *qp, const struct zd
 }
 
 /* The CQE of an IB extension WQE (ZD_MLX5_WR_EXT) at @wc is taken: its
- * bookkeeping comes back (nothing is read from @wr after the retire, which
- * lets the poster reuse it), an atomic's old value turned first. */
+ * bookkeeping comes back (read before the retire, after which a poster may
+ * reuse it), an atomic's old value turned first. */
 static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr req_ext_retire(struct zd_mlx5_qp *qp,
 							    struct zd_mlx5_sq_wr *wr, uint16_t wc,
 							    DAT_DTO_COMPLETION_STATUS st)
@@ -261,7 +261,7 @@ static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr req_ext_retire(struct zd_mlx5_qp *q
 	if (st == DAT_DTO_SUCCESS)
 		req_ext_swap(qp, wr, wc);
 	w = *wr;
-	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	zd_mlx5_sq_retire_to(&qp->sq, w.next_ci);
 	return w;
 }
 
@@ -279,27 +279,32 @@ static __attribute__((noinline)) int req_ext(struct zd_mlx5_cq_obj *cq, struct z
 }
 
 /* The QP of a CQE, inside a counted pass: the last one looked up on this
- * CQ (one compare: a latency loop sees one QP), else the QPN table. */
+ * CQ (one compare: a latency loop sees one QP), else the QPN table.  A CQ
+ * whose passes take a full fence (no membarrier) caches none: its direct
+ * poll's pass begins without that fence, so it must never find a match
+ * (cq_poll_one_). */
 static __attribute__((noinline)) struct zd_mlx5_qp *cq_qp_miss(struct zd_mlx5_cq_obj *cq,
 								uint32_t qpn)
 {
 	struct zd_mlx5_qp *qp = zd_mlx5_qp_lookup(cq->dev, qpn);
 
-	if (qp) {
-		cq->q.last_qpn = qpn;
-		/* relaxed: read back by this thread only; qp_unbuild's clear
-		 * is ordered by its zd_mlx5_sync_pollers. */
-		atomic_store_explicit(&cq->q.last_qp, qp, memory_order_relaxed);
+	if (qp && !cq->fence) {
+		cq->q.last_qp = qp;
+		/* relaxed: read back by this thread, after last_qp in program
+		 * order; qp_unbuild only turns it to NONE (CAS), ordered with
+		 * our passes by its zd_mlx5_sync_pollers. */
+		atomic_store_explicit(&cq->q.req_want, zd_mlx5_cqe_req_want(qpn),
+				      memory_order_relaxed);
 	}
 	return qp;
 }
 
 static ZD_ALWAYS_INLINE struct zd_mlx5_qp *cq_qp(struct zd_mlx5_cq_obj *cq, uint32_t qpn)
 {
-	struct zd_mlx5_qp *qp = atomic_load_explicit(&cq->q.last_qp, memory_order_relaxed);
-
-	if (ZD_LIKELY(qp != NULL) && ZD_LIKELY(cq->q.last_qpn == qpn))
-		return qp;
+	/* relaxed: as in cq_qp_miss. */
+	if (ZD_LIKELY(atomic_load_explicit(&cq->q.req_want, memory_order_relaxed) ==
+		      zd_mlx5_cqe_req_want(qpn)))
+		return cq->q.last_qp;
 	return cq_qp_miss(cq, qpn);
 }
 
@@ -307,10 +312,10 @@ void zd_mlx5_cq_forget_qp(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp)
 {
 	pthread_mutex_lock(&dev->lock);
 	for (struct zd_mlx5_cq_obj *cq = dev->cqs; cq; cq = cq->next) {
-		struct zd_mlx5_qp *want = qp;
+		uint64_t want = zd_mlx5_cqe_req_want(qp->qpn);
 
 		/* Only ours: the poller may be caching another QP meanwhile. */
-		atomic_compare_exchange_strong(&cq->q.last_qp, &want, NULL);
+		atomic_compare_exchange_strong(&cq->q.req_want, &want, ZD_MLX5_CQE_REQ_NONE);
 	}
 	pthread_mutex_unlock(&dev->lock);
 }
@@ -347,13 +352,16 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 	st = ZD_UNLIKELY(ci.error) ? zd_mlx5_syndrome_status(ci.syndrome) : DAT_DTO_SUCCESS;
 	if (ci.requester) {
 		struct zd_mlx5_sq_wr *wr = &qp->sq.wr[ci.wqe_counter & qp->sq.mask];
+		struct zd_mlx5_sq_wr w;
 
 		if (ZD_UNLIKELY(wr->flags & ZD_MLX5_WR_EXT))
 			return req_ext(cq, qp, wr, ci.wqe_counter, st);
-		zd_mlx5_sq_retire_wr(&qp->sq, wr, ci.wqe_counter);
-		if (ZD_LIKELY(st == DAT_DTO_SUCCESS) && !(wr->flags & ZD_MLX5_WR_EVENT))
+		/* Read, then retire: a poster may reuse the entry after. */
+		w = *wr;
+		zd_mlx5_sq_retire_to(&qp->sq, w.next_ci);
+		if (ZD_LIKELY(st == DAT_DTO_SUCCESS) && !(w.flags & ZD_MLX5_WR_EVENT))
 			return 0;  /* suppressed, or signaled only to free the SQ */
-		dto_event(cq->evd, qp->ep, wr->cookie, st, wr->len, (DAT_DTOS)wr->op, false);
+		dto_event(cq->evd, qp->ep, w.cookie, st, w.len, (DAT_DTOS)w.op, false);
 		return 1;
 	}
 	/* A receive consumed by a send or, with its immediate data, by a write
@@ -395,14 +403,50 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 	return 1;
 }
 
+/* The head of a successful DTO completion event, from the bookkeeping of
+ * its WQE: event number, EVD and EP, then the entry's first bytes as they
+ * are (cookie, status, length, operation, rmr_context: zd_mlx5_sq_wr).
+ * In place in a claimed ring slot or in the consumer's DAT_EVENT; read
+ * before the WQE is retired. */
+static ZD_ALWAYS_INLINE void dto_fill_wr(DAT_EVENT *e, struct zd_evd *evd, struct zd_ep *ep,
+					 const struct zd_mlx5_sq_wr *wr)
+{
+	DAT_DTO_COMPLETION_EVENT_DATA *d = &e->event_data.dto_completion_event_data;
+
+	put2x32(e, DAT_DTO_COMPLETION_EVENT, 0);
+	e->evd_handle = evd;
+	d->ep_handle = ep;
+	memcpy(&d->user_cookie, wr, ZD_MLX5_WR_EVENT_BYTES);
+}
+
+/* dto_event of a successful completion, from its WQE's bookkeeping. */
+static ZD_ALWAYS_INLINE void dto_event_wr(struct zd_evd *evd, struct zd_ep *ep,
+					  const struct zd_mlx5_sq_wr *wr)
+{
+	uint64_t pos;
+	/* acquire: as in dto_event. */
+	struct zd_ring_slot *s =
+		ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_acquire)) ?
+			NULL : zd_ring_claim(evd->ring, &pos);
+
+	if (ZD_UNLIKELY(!s)) {
+		dto_event(evd, ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
+		return;
+	}
+	dto_fill_wr((DAT_EVENT *)(void *)s, evd, ep, wr);
+	zd_ring_publish(s, pos);
+}
+
 /*
  * A successful requester CQE -> 0 or 1 DAT events: only its QPN and
- * wqe_counter are read, the cookie is found by index (zd_mlx5_sq_retire).
+ * wqe_counter are read, the cookie is found by index, read, then the WQE
+ * retired (zd_mlx5_sq_retire_to).
  */
 static ZD_ALWAYS_INLINE int cqe_req_ok(struct zd_mlx5_cq_obj *cq, const struct mlx5_cqe64 *cqe)
 {
 	struct zd_mlx5_qp *qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
 	struct zd_mlx5_sq_wr *wr;
+	uint32_t next_ci;
 	uint16_t wc;
 
 	if (ZD_UNLIKELY(!qp))
@@ -412,11 +456,12 @@ static ZD_ALWAYS_INLINE int cqe_req_ok(struct zd_mlx5_cq_obj *cq, const struct m
 	if (!(wr->flags & ZD_MLX5_WR_EVENT)) {
 		if (ZD_UNLIKELY(wr->flags & ZD_MLX5_WR_EXT))
 			return req_ext(cq, qp, wr, wc, DAT_DTO_SUCCESS);
-		zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+		zd_mlx5_sq_retire_to(&qp->sq, wr->next_ci);
 		return 0;  /* suppressed, or signaled only to free the SQ */
 	}
-	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
-	dto_event(cq->evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
+	next_ci = wr->next_ci;
+	dto_event_wr(cq->evd, qp->ep, wr);
+	zd_mlx5_sq_retire_to(&qp->sq, next_ci);
 	return 1;
 }
 
@@ -428,53 +473,80 @@ static ZD_ALWAYS_INLINE int cqe_handle(struct zd_mlx5_cq_obj *cq, struct mlx5_cq
 	return cqe_handle_slow(cq, cqe);
 }
 
-/* Opens a counted pass: QPs looked up in it stay allocated until it ends
- * (zd_mlx5_sync_pollers).  The poller is the counter's only writer. */
-static ZD_ALWAYS_INLINE void pass_begin(struct zd_mlx5_cq_obj *cq)
+/* One more to the pass count, of which the poller is the only writer:
+ * on x86-64 one add to memory (its store is one aligned 32-bit write,
+ * which zd_mlx5_sync_pollers reads whole), elsewhere a relaxed load and
+ * store.  A compiler barrier either way: the pass's reads stay inside. */
+static ZD_ALWAYS_INLINE void pass_bump(struct zd_mlx5_cq_obj *cq)
 {
+#if defined(__x86_64__)
+	__asm__ volatile("addl $1, %0" : "+m"(*(uint32_t *)&cq->pass) : : "memory");
+#else
 	uint32_t pass = atomic_load_explicit(&cq->pass, memory_order_relaxed);
 
-	atomic_store_explicit(&cq->pass, pass + 1, memory_order_relaxed);
-	/* The odd count is visible before the table is read: pairs with the
-	 * membarrier (or fence) in zd_mlx5_sync_pollers. */
-	if (ZD_UNLIKELY(cq->fence))
-		atomic_thread_fence(memory_order_seq_cst);
-	else
-		atomic_signal_fence(memory_order_seq_cst);
+	atomic_signal_fence(memory_order_seq_cst);
+	/* release: as in pass_end. */
+	atomic_store_explicit(&cq->pass, pass + 1, memory_order_release);
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
 }
 
+/* Opens a counted pass: QPs looked up in it stay allocated until it ends
+ * (zd_mlx5_sync_pollers).  The odd count is visible before the table (or
+ * the last-QP cache) is read: pairs with the membarrier (or, with none,
+ * the fence) in zd_mlx5_sync_pollers. */
+static ZD_ALWAYS_INLINE void pass_begin(struct zd_mlx5_cq_obj *cq)
+{
+	pass_bump(cq);
+	if (ZD_UNLIKELY(cq->fence))
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Ends it; release (x86-64: every store is): our reads of QPs are done
+ * before the destroyer sees the pass end.  Then the CQEs go back. */
 static ZD_ALWAYS_INLINE int pass_end(struct zd_mlx5_cq_obj *cq, int n)
 {
-	uint32_t pass = atomic_load_explicit(&cq->pass, memory_order_relaxed);
-
-	/* release: our reads of QPs are done before the destroyer sees the
-	 * pass end. */
-	atomic_store_explicit(&cq->pass, pass + 1, memory_order_release);
+	pass_bump(cq);
 	zd_mlx5_cq_update_ci(&cq->q);
 	return n;
 }
 
-/* The rest of a pass after its first CQE (@n events so far): the general
- * loop, out of line so the one-CQE case stays a leaf. */
+/* The rest of a pass (@n events so far), its CQE at ci not taken yet: the
+ * general loop, out of line so the one-CQE case stays a leaf. */
 static __attribute__((noinline)) int cq_poll_more(struct zd_mlx5_cq_obj *cq, int budget, int n)
 {
 	struct mlx5_cqe64 *cqe;
 	uint8_t op_own;
 
 	while (n < budget && (cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)) != NULL) {
-		cq->q.ci++;
 		n += cqe_handle(cq, cqe, op_own);
+		zd_mlx5_cq_consume(&cq->q, cqe);
 	}
 	return pass_end(cq, n);
 }
 
+/* A requester CQE whose tail (zd_mlx5_cqe_tail) @tail matches the CQ's
+ * req_want: successful, of the cached QP.  Its WQE's bookkeeping. */
+static ZD_ALWAYS_INLINE bool cqe_tail_req_ok(const struct zd_mlx5_cq_obj *cq, uint64_t tail)
+{
+	/* relaxed: as in cq_qp. */
+	return !((tail ^ atomic_load_explicit(&cq->q.req_want, memory_order_relaxed)) &
+		 ZD_MLX5_CQE_REQ_MASK);
+}
+
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *tail_wr(const struct zd_mlx5_qp *qp, uint64_t tail)
+{
+	return &qp->sq.wr[zd_mlx5_cqe_tail_wc(tail) & qp->sq.mask];
+}
+
 /*
- * The latency case -- the next CQE is a successful requester one that
- * wants an event and the ring has room -- straight through, with only tail
- * calls out: only the CQE's QPN and wqe_counter are read, the cookie is
- * found by index, the event is written in place into the ring slot.
- * Anything else (and whatever follows the first CQE) goes to the general
- * loop, which takes the CQE from the start: nothing of it was consumed.
+ * The latency case -- the next CQE is a successful requester one of the
+ * cached QP that wants an event and the ring has room -- straight
+ * through, with only tail calls out: the CQE's tail is its only load, the
+ * cookie is found by index, the event is written in place into the ring
+ * slot.  Anything else (and whatever follows the first CQE) goes to the
+ * general loop, which takes the CQE from the start: nothing of it was
+ * consumed.
  */
 int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 {
@@ -483,20 +555,18 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 	struct zd_mlx5_qp *qp;
 	struct zd_mlx5_sq_wr *wr;
 	struct zd_ring_slot *s;
-	uint64_t pos;
-	uint16_t wc;
+	uint64_t pos, tail;
+	uint32_t next_ci;
 	uint8_t op_own;
 
 	if (ZD_UNLIKELY(!cq || budget <= 0) || !(cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)))
 		return 0;
 	pass_begin(cq);
-	if (ZD_UNLIKELY((op_own >> 4) != MLX5_CQE_REQ))
+	tail = zd_mlx5_cqe_tail(cqe);
+	if (ZD_UNLIKELY(!cqe_tail_req_ok(cq, tail)))
 		return cq_poll_more(cq, budget, 0);
-	qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
-	if (ZD_UNLIKELY(!qp))
-		return cq_poll_more(cq, budget, 0);
-	wc = be16toh(cqe->wqe_counter);
-	wr = &qp->sq.wr[wc & qp->sq.mask];
+	qp = cq->q.last_qp;
+	wr = tail_wr(qp, tail);
 	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT)))
 		return cq_poll_more(cq, budget, 0);
 	/* Behind spilled events, never ahead (dto_event). */
@@ -505,11 +575,11 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 	s = zd_ring_claim(evd->ring, &pos);
 	if (ZD_UNLIKELY(!s))
 		return cq_poll_more(cq, budget, 0);
-	cq->q.ci++;
-	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
-	dto_fill((DAT_EVENT *)(void *)s, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len,
-		 (DAT_DTOS)wr->op, false);
+	next_ci = wr->next_ci;
+	dto_fill_wr((DAT_EVENT *)(void *)s, evd, qp->ep, wr);
 	zd_ring_publish(s, pos);
+	zd_mlx5_cq_consume(&cq->q, cqe);
+	zd_mlx5_sq_retire_to(&qp->sq, next_ci);
 	if (ZD_UNLIKELY(budget > 1 && zd_mlx5_cq_next_own(&cq->q, &op_own)))
 		return cq_poll_more(cq, budget, 1);
 	return pass_end(cq, 1);
@@ -518,11 +588,11 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 /*
  * zd_mlx5_cq_poll's latency case, straight into the consumer's DAT_EVENT
  * (see cq_poll_one in core/zd_device.h): no ring slot claimed, published,
- * then dequeued.  The EVD check comes after the CQE's owner bit and
- * barrier (zd_evd_direct_ok).  Anything else polls the ordinary way and
- * leaves the caller to the ring.  @ring_if_empty: an empty CQ hands over
- * to the ring (the dequeue entry's poll_first, evd/zd_evd_entry.h: called
- * before the ring was looked at); else the caller found the ring empty.
+ * then dequeued.  The EVD check comes after the CQE was read
+ * (zd_evd_direct_ok).  Anything else polls the ordinary way and leaves
+ * the caller to the ring.  @ring_if_empty: an empty CQ hands over to the
+ * ring (the dequeue entry's poll_first, evd/zd_evd_entry.h: called before
+ * the ring was looked at); else the caller found the ring empty.
  */
 static __attribute__((noinline)) DAT_RETURN cq_poll_one_slow(struct zd_mlx5_cq_obj *cq,
 								struct zd_evd *evd, DAT_EVENT *out)
@@ -531,28 +601,28 @@ static __attribute__((noinline)) DAT_RETURN cq_poll_one_slow(struct zd_mlx5_cq_o
 	return zd_evd_take(evd, out);
 }
 
-/* cq_poll_one's case of a successful requester CQE whose WQE (@wr at @wc
- * of @qp) its inline paths do not take: an IB extension operation that
- * wants its event goes straight into @out as well (an atomic, a UD send:
- * the same latency loops); anything else, the ordinary way. */
+/* cq_poll_one's case of a successful requester CQE @cqe whose WQE (@wr of
+ * @qp) its inline paths do not take: an IB extension operation that wants
+ * its event goes straight into @out as well (an atomic, a UD send: the
+ * same latency loops); anything else, the ordinary way. */
 static __attribute__((noinline)) DAT_RETURN cq_poll_one_req(struct zd_mlx5_cq_obj *cq,
 							   struct zd_evd *evd, DAT_EVENT *out,
 							   struct zd_mlx5_qp *qp,
-							   struct zd_mlx5_sq_wr *wr, uint16_t wc)
+							   struct zd_mlx5_sq_wr *wr,
+							   struct mlx5_cqe64 *cqe, uint64_t tail)
 {
 	if (!(wr->flags & ZD_MLX5_WR_EXT_EVENT) || !zd_evd_direct_ok(evd))
 		return cq_poll_one_slow(cq, evd, out);
-	cq->q.ci++;
-	req_ext_swap(qp, wr, wc);
+	req_ext_swap(qp, wr, zd_mlx5_cqe_tail_wc(tail));
 	/* WR_EXT_EVENT: the WQE of an IB extension operation of zdapl's (the
 	 * fill's tests of it fold away). */
 	if (!zd_dto_ext_known((DAT_DTOS)wr->op))
 		__builtin_unreachable();
-	/* The event before the retire: nothing is read from @wr after it, and
-	 * its fields die as they are stored. */
+	/* The event before the retire: a poster may reuse @wr after it. */
 	zd_dto_event_fill(out, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op,
 			  0);
-	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
+	zd_mlx5_cq_consume(&cq->q, cqe);
+	zd_mlx5_sq_retire_to(&qp->sq, wr->next_ci);
 	pass_end(cq, 1);
 	return DAT_SUCCESS;
 }
@@ -569,21 +639,81 @@ static ZD_ALWAYS_INLINE uint8_t wr_flags_again(const struct zd_mlx5_sq_wr *wr)
 /* cq_poll_one's latency case of a write with immediate data
  * (ZD_MLX5_WR_IMM_EVENT, the EVD checked): a DAT_IB_DTO_EVENT whose
  * operation, extension type and status are constants, straight into @out
- * as a plain write's event is.  Nothing is read from @wr after the
- * retire. */
+ * as a plain write's event is.  @wr is read before the retire. */
 static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_imm(struct zd_mlx5_cq_obj *cq, struct zd_evd *evd,
 						   DAT_EVENT *out, struct zd_mlx5_qp *qp,
-						   const struct zd_mlx5_sq_wr *wr, uint16_t wc)
+						   const struct zd_mlx5_sq_wr *wr,
+						   struct mlx5_cqe64 *cqe)
 {
-	const DAT_DTO_COOKIE cookie = wr->cookie;
-	const uint32_t len = wr->len;
-
-	cq->q.ci++;
-	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
-	zd_dto_event_fill(out, evd, qp->ep, cookie, DAT_DTO_SUCCESS, len,
+	zd_dto_event_fill(out, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len,
 			  (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED, 0);
+	zd_mlx5_cq_consume(&cq->q, cqe);
+	zd_mlx5_sq_retire_to(&qp->sq, wr->next_ci);
 	pass_end(cq, 1);
 	return DAT_SUCCESS;
+}
+
+/*
+ * Nothing new at ci: its opcode is MLX5_CQE_INVALID, as the CQ was created
+ * and as every CQE is left when consumed (zd_mlx5_cq_consume), so one byte
+ * compare says it.  Anything else is looked at in a pass: the tail (the
+ * CQE's one load) against req_want, then the general loop, which checks
+ * the owner bit as well.
+ */
+static ZD_ALWAYS_INLINE bool cqe_none(const struct mlx5_cqe64 *cqe)
+{
+	return *(const volatile uint8_t *)&cqe->op_own >= (MLX5_CQE_INVALID << 4);
+}
+
+/* cq_poll_one's latency case proper: the CQE @cqe at ci, in an open pass,
+ * is a successful requester CQE (tail @tail) of @qp. */
+static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_hit(struct zd_mlx5_cq_obj *cq, struct zd_evd *evd,
+						   DAT_EVENT *out, struct mlx5_cqe64 *cqe,
+						   struct zd_mlx5_qp *qp, uint64_t tail)
+{
+	struct zd_mlx5_sq_wr *wr = tail_wr(qp, tail);
+	uint32_t next_ci;
+
+	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT))) {
+		if ((wr_flags_again(wr) & ZD_MLX5_WR_IMM_EVENT) && zd_evd_direct_ok(evd))
+			return cq_poll_one_imm(cq, evd, out, qp, wr, cqe);
+		return cq_poll_one_req(cq, evd, out, qp, wr, cqe, tail);
+	}
+	if (ZD_UNLIKELY(!zd_evd_direct_ok(evd)))
+		return cq_poll_one_req(cq, evd, out, qp, wr, cqe, tail);
+	/* The event from @wr, then the retire: a poster may reuse @wr after. */
+	next_ci = wr->next_ci;
+	dto_fill_wr(out, evd, qp->ep, wr);
+	/* As the ring hands events back (zd_ring.h: no extension events). */
+	memset(out->event_extension_data, 0, sizeof(out->event_extension_data));
+	zd_mlx5_cq_consume(&cq->q, cqe);
+	zd_mlx5_sq_retire_to(&qp->sq, next_ci);
+	pass_end(cq, 1);
+	return DAT_SUCCESS;
+}
+
+/* A CQE at ci the tail compare did not take, in an open pass: a
+ * successful requester CQE of a QP not cached (a QP's first, another QP's)
+ * is looked up -- and cached -- then taken as a hit; anything else the
+ * ordinary way.  The pass began without the fence a CQ without
+ * membarrier needs (cq_qp_miss): here it is. */
+static __attribute__((noinline)) DAT_RETURN cq_poll_one_miss(struct zd_mlx5_cq_obj *cq,
+								struct zd_evd *evd, DAT_EVENT *out,
+								struct mlx5_cqe64 *cqe)
+{
+	uint8_t op_own = MLX5_CQE_INVALID << 4;
+
+	if (ZD_UNLIKELY(cq->fence))
+		atomic_thread_fence(memory_order_seq_cst);
+	/* Handed over (the owner bit), then read whole after the barrier. */
+	if (zd_mlx5_cq_next_own(&cq->q, &op_own) == cqe && (op_own >> 4) == MLX5_CQE_REQ) {
+		const uint64_t tail = zd_mlx5_cqe_tail(cqe);
+		struct zd_mlx5_qp *qp = cq_qp(cq, zd_mlx5_cqe_tail_qpn(tail));
+
+		if (qp && !((tail ^ zd_mlx5_cqe_req_want(qp->qpn)) & ZD_MLX5_CQE_REQ_MASK))
+			return cq_poll_one_hit(cq, evd, out, cqe, qp, tail);
+	}
+	return cq_poll_one_slow(cq, evd, out);
 }
 
 static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_(struct zd_evd *evd, DAT_EVENT *out,
@@ -591,39 +721,19 @@ static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_(struct zd_evd *evd, DAT_EVENT *o
 {
 	struct zd_mlx5_cq_obj *cq = evd->cq_priv;
 	struct mlx5_cqe64 *cqe;
-	struct zd_mlx5_qp *qp;
-	struct zd_mlx5_sq_wr *wr;
-	uint16_t wc;
-	uint8_t op_own;
+	uint64_t tail;
 
 	/* (An EVD has cq_poll_one only once its CQ exists: the dequeue
 	 * entry's caller needs no test.) */
-	if ((!ring_if_empty && ZD_UNLIKELY(!cq)) || !(cqe = zd_mlx5_cq_next_own(&cq->q, &op_own)))
+	if ((!ring_if_empty && ZD_UNLIKELY(!cq)) || cqe_none(cqe = zd_mlx5_cq_at(&cq->q, cq->q.ci)))
 		return ring_if_empty ? zd_evd_ring_take(evd, out) : DAT_QUEUE_EMPTY;
-	pass_begin(cq);
-	if (ZD_UNLIKELY((op_own >> 4) != MLX5_CQE_REQ))
-		goto slow;
-	qp = cq_qp(cq, be32toh(cqe->sop_drop_qpn) & 0xffffff);
-	if (ZD_UNLIKELY(!qp))
-		goto slow;
-	wc = be16toh(cqe->wqe_counter);
-	wr = &qp->sq.wr[wc & qp->sq.mask];
-	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT))) {
-		if ((wr_flags_again(wr) & ZD_MLX5_WR_IMM_EVENT) && zd_evd_direct_ok(evd))
-			return cq_poll_one_imm(cq, evd, out, qp, wr, wc);
-		return cq_poll_one_req(cq, evd, out, qp, wr, wc);
-	}
-	if (ZD_UNLIKELY(!zd_evd_direct_ok(evd)))
-		return cq_poll_one_req(cq, evd, out, qp, wr, wc);
-	cq->q.ci++;
-	zd_mlx5_sq_retire_wr(&qp->sq, wr, wc);
-	dto_fill(out, evd, qp->ep, wr->cookie, DAT_DTO_SUCCESS, wr->len, (DAT_DTOS)wr->op, false);
-	/* As the ring hands events back (zd_ring.h: no extension events). */
-	memset(out->event_extension_data, 0, sizeof(out->event_extension_data));
-	pass_end(cq, 1);
-	return DAT_SUCCESS;
-slow:
-	return cq_poll_one_slow(cq, evd, out);
+	/* Without the fence a CQ without membarrier needs: such a CQ caches
+	 * no QP, so its CQEs all go to cq_poll_one_miss, which fences. */
+	pass_bump(cq);
+	tail = zd_mlx5_cqe_tail(cqe);
+	if (ZD_UNLIKELY(!cqe_tail_req_ok(cq, tail)))
+		return cq_poll_one_miss(cq, evd, out, cqe);
+	return cq_poll_one_hit(cq, evd, out, cqe, cq->q.last_qp, tail);
 }
 
 DAT_RETURN zd_mlx5_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)

@@ -21,6 +21,7 @@
 #include <endian.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <dat2/udat.h>
@@ -41,10 +42,14 @@ struct zd_mlx5_cq {
 	volatile __be32 *dbrec;
 	uint8_t *uar;
 	_Atomic uint32_t arm_sn;      /* completion events taken so far */
-	/* The QP of the last CQE (zd_mlx5_cq.c cq_qp): set by the poller
-	 * inside a pass, cleared by qp_unbuild (zd_mlx5_cq_forget_qp). */
-	uint32_t last_qpn;
-	struct zd_mlx5_qp *_Atomic last_qp;
+	/* The QP of the last CQE looked up (zd_mlx5_cq.c cq_qp), and what a
+	 * successful requester CQE of it reads as in one load
+	 * (zd_mlx5_cqe_req_want; ZD_MLX5_CQE_REQ_NONE: no QP cached).  The
+	 * poller sets both inside a pass; qp_unbuild only turns req_want to
+	 * NONE (zd_mlx5_cq_forget_qp), so a poller that found req_want
+	 * matching uses last_qp as it set it, alive until its pass ends. */
+	struct zd_mlx5_qp *last_qp;
+	_Atomic uint64_t req_want;
 };
 
 struct zd_evd;
@@ -62,13 +67,106 @@ void zd_mlx5_cq_forget_qp(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp);
 /* zd_mlx5_queue.c: 0 or -EINVAL (sizes not powers of two, cqe_size < 64). */
 int zd_mlx5_cq_init(struct zd_mlx5_cq *cq, const struct zd_mlx5_cq_desc *d);
 
+/* The CQE at consumer index @ci. */
+static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_at(const struct zd_mlx5_cq *cq, uint32_t ci)
+{
+	return (void *)(cq->cqe64 + ((size_t)(ci & cq->mask) << cq->cqe_shift));
+}
+
+/*
+ * The last 8 bytes of a CQE -- sop_drop_qpn, wqe_counter, signature and
+ * op_own -- as one load: one aligned word, which the device writes whole
+ * with its owner byte (the software NIC: one release store after the
+ * rest, which an x86 load of the word sees whole or not at all).  A
+ * successful requester CQE needs nothing else (its WQE's bookkeeping has
+ * the rest), so the latency case reads its CQE with this one load and no
+ * barrier after it.
+ */
+#define ZD_MLX5_CQE_TAIL offsetof(struct mlx5_cqe64, sop_drop_qpn)
+_Static_assert(ZD_MLX5_CQE_TAIL % 8 == 0 &&
+	       offsetof(struct mlx5_cqe64, wqe_counter) == ZD_MLX5_CQE_TAIL + 4 &&
+	       offsetof(struct mlx5_cqe64, op_own) == ZD_MLX5_CQE_TAIL + 7 &&
+	       sizeof(struct mlx5_cqe64) == 64, "mlx5_cqe64 ends with qpn, counter, owner");
+
+static ZD_ALWAYS_INLINE uint64_t zd_mlx5_cqe_tail(const struct mlx5_cqe64 *cqe)
+{
+	return *(const volatile uint64_t *)((const uint8_t *)cqe + ZD_MLX5_CQE_TAIL);
+}
+
+/* The tail's bytes as one word, in memory order. */
+static inline uint64_t zd_mlx5_cqe_tail_of(const uint8_t b[8])
+{
+	uint64_t v;
+
+	memcpy(&v, b, sizeof(v));
+	return v;
+}
+
+/* What the tail of a successful requester CQE of QP @qpn reads as, under
+ * ZD_MLX5_CQE_REQ_MASK: the QPN (big-endian, after the sop byte) and
+ * opcode MLX5_CQE_REQ with no SE or compression bits; the owner bit is
+ * left out (zd_mlx5_cq_consume). */
+static inline uint64_t zd_mlx5_cqe_req_want(uint32_t qpn)
+{
+	const uint8_t b[8] = { 0, (uint8_t)(qpn >> 16), (uint8_t)(qpn >> 8), (uint8_t)qpn,
+			       0, 0, 0, MLX5_CQE_REQ << 4 };
+
+	return zd_mlx5_cqe_tail_of(b);
+}
+
+/* Matches no CQE: the opcode every CQE is created (and consumed) with. */
+#define ZD_MLX5_CQE_REQ_NONE  ((uint64_t)MLX5_CQE_INVALID << 4 << ZD_MLX5_CQE_OWN_SHIFT)
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+#define ZD_MLX5_CQE_OWN_SHIFT 56
+#define ZD_MLX5_CQE_REQ_MASK  0xfe000000ffffff00ull  /* op_own but owner, QPN */
+#else
+#define ZD_MLX5_CQE_OWN_SHIFT 0
+#define ZD_MLX5_CQE_REQ_MASK  0x00ffffff000000feull
+#endif
+
+/* The CQE's wqe_counter, from its tail. */
+static ZD_ALWAYS_INLINE uint16_t zd_mlx5_cqe_tail_wc(uint64_t tail)
+{
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+	return be16toh((uint16_t)(tail >> 32));
+#else
+	return (uint16_t)(tail >> 16);
+#endif
+}
+
+/* The QPN a req_want names. */
+static inline uint32_t zd_mlx5_cqe_tail_qpn(uint64_t tail)
+{
+	uint8_t b[8];
+
+	memcpy(b, &tail, sizeof(b));
+	return (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/*
+ * The CQE at ci is consumed: its opcode back to MLX5_CQE_INVALID, as the
+ * CQ was created, and ci moves on.  Every CQE the device has not written
+ * in this pass then reads as invalid whatever its owner bit, so the
+ * latency case's one compare (ZD_MLX5_CQE_REQ_MASK) needs no owner
+ * parity; the general loop still checks the owner bit (zd_mlx5_cq_next_own).
+ * The slot is still ours: the device reuses it only after the consumer
+ * index it gets from zd_mlx5_cq_update_ci, whose barrier orders this
+ * store before it.
+ */
+static ZD_ALWAYS_INLINE void zd_mlx5_cq_consume(struct zd_mlx5_cq *cq, struct mlx5_cqe64 *cqe)
+{
+	/* relaxed: the device reads nothing here before the CI doorbell. */
+	__atomic_store_n(&cqe->op_own, (uint8_t)(MLX5_CQE_INVALID << 4), __ATOMIC_RELAXED);
+	cq->ci++;
+}
+
 /* The next CQE if the device handed it over, else NULL; @op_own: its
  * opcode and owner byte (read once, before the barrier). */
 static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next_own(const struct zd_mlx5_cq *cq,
 							       uint8_t *op_own)
 {
 	const uint32_t ci = cq->ci;
-	struct mlx5_cqe64 *cqe = (void *)(cq->cqe64 + ((size_t)(ci & cq->mask) << cq->cqe_shift));
+	struct mlx5_cqe64 *cqe = zd_mlx5_cq_at(cq, ci);
 	uint8_t v = *(volatile uint8_t *)&cqe->op_own;
 
 	/* Opcode MLX5_CQE_INVALID (as created: v >= 0xf0), or the owner bit

@@ -124,5 +124,6 @@ int zd_mlx5_cq_init(struct zd_mlx5_cq *cq, const struct zd_mlx5_cq_desc *d)
 	cq->dbrec = d->dbrec;
 	cq->uar = d->uar;
 	atomic_init(&cq->arm_sn, 0);
+	atomic_init(&cq->req_want, ZD_MLX5_CQE_REQ_NONE);
 	return 0;
 }

@@ -12,7 +12,8 @@
  * Bookkeeping: wr[] is indexed by the WQEBB index of a WQE's first block,
  * which is exactly the CQE's wqe_counter, so a completion finds its cookie
  * with a mask.  A CQE for WQE w retires w and every unsignaled WQE before
- * it: ci = wqe_counter + wr[w].nbb.
+ * it: ci = wr[w].next_ci (w's position plus its WQEBBs), read, like all
+ * of wr[w], before that store hands the entries back to the poster.
  *
  * The latency case -- one inline segment that fits a single WQEBB --
  * has its own builder (zd_mlx5_sq_post_inl1): the same bytes, bookkeeping
@@ -65,14 +66,48 @@
 #define ZD_MLX5_INL1_MAX_RDMA 28
 #define ZD_MLX5_INL1_MAX_SEND 32
 
+/*
+ * The bookkeeping of one WQE, 32 bytes.  Its first 24 are the tail of the
+ * DAT_DTO_COMPLETION_EVENT_DATA a successful completion reports, laid out
+ * as the event lays them (user_cookie, status DAT_DTO_SUCCESS,
+ * transfered_length, operation, rmr_context 0): the poll copies them in
+ * two moves.  next_ci is the SQ's consumer index once this WQE completes
+ * (its position plus its WQEBBs): retiring it and every unsignaled WQE
+ * before it is one store.
+ */
 struct zd_mlx5_sq_wr {
 	DAT_DTO_COOKIE cookie;
+	uint32_t status;              /* DAT_DTO_SUCCESS (0) */
 	uint32_t len;                 /* bytes, for the DAT event */
-	uint8_t op;                   /* DAT_DTOS */
+	uint32_t op;                  /* DAT_DTOS */
+	uint32_t rmr;                 /* the event's rmr_context: 0 */
+	uint32_t next_ci;
 	uint8_t nbb;                  /* WQEBBs of this WQE */
 	uint8_t flags;                /* ZD_MLX5_WR_* */
-	uint8_t pad;
+	uint16_t pad;
 };
+
+_Static_assert(offsetof(struct zd_mlx5_sq_wr, status) ==
+		       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, status) -
+			       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, user_cookie) &&
+	       offsetof(struct zd_mlx5_sq_wr, len) ==
+		       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, transfered_length) -
+			       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, user_cookie) &&
+	       offsetof(struct zd_mlx5_sq_wr, op) ==
+		       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, operation) -
+			       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, user_cookie) &&
+	       offsetof(struct zd_mlx5_sq_wr, rmr) ==
+		       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, rmr_context) -
+			       offsetof(DAT_DTO_COMPLETION_EVENT_DATA, user_cookie) &&
+	       offsetof(struct zd_mlx5_sq_wr, next_ci) == 24 &&
+	       offsetof(struct zd_mlx5_sq_wr, nbb) == 28 &&
+	       offsetof(struct zd_mlx5_sq_wr, flags) == 29 &&
+	       sizeof(struct zd_mlx5_sq_wr) == 32 && DAT_DTO_SUCCESS == 0 &&
+	       sizeof(DAT_DTOS) == 4 && sizeof(DAT_RMR_CONTEXT) == 4,
+	       "zd_mlx5_sq_wr begins as the DTO event's tail from user_cookie");
+
+/* Bytes of a zd_mlx5_sq_wr that are a successful DTO event's tail. */
+#define ZD_MLX5_WR_EVENT_BYTES offsetof(struct zd_mlx5_sq_wr, next_ci)
 
 struct zd_mlx5_sq {
 	/* poster */
@@ -111,6 +146,30 @@ static ZD_ALWAYS_INLINE uint8_t zd_mlx5_wr_flags(DAT_DTOS op, bool event)
 		return ZD_MLX5_WR_EXT;
 	return ZD_MLX5_WR_EXT | ZD_MLX5_WR_EXT_EVENT |
 	       (op == (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED ? ZD_MLX5_WR_IMM_EVENT : 0);
+}
+
+/* The bookkeeping entry of the WQE of @nbb blocks at @pi: four word
+ * stores (the compiler splits field stores, and builds constants in
+ * .rodata). */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO_COOKIE cookie,
+					       uint32_t len, DAT_DTOS op, uint32_t pi,
+					       uint8_t nbb, uint8_t flags)
+{
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+	const uint64_t st_len = (uint64_t)len << 32;
+	const uint64_t op_rmr = (uint32_t)op;
+	const uint64_t tail = (uint32_t)(pi + nbb) | (uint64_t)nbb << 32 | (uint64_t)flags << 40;
+#else
+	const uint64_t st_len = len;
+	const uint64_t op_rmr = (uint64_t)(uint32_t)op << 32;
+	const uint64_t tail = (uint64_t)(uint32_t)(pi + nbb) << 32 | (uint64_t)nbb << 24 |
+			      (uint64_t)flags << 16;
+#endif
+
+	wr->cookie = cookie;
+	memcpy(&wr->status, &st_len, 8);
+	memcpy(&wr->op, &op_rmr, 8);
+	memcpy(&wr->next_ci, &tail, 8);
 }
 
 /* ---- segment builders ---------------------------------------------------- */
@@ -341,7 +400,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_unsig_full(struct zd_mlx5_sq *sq)
 /* Free WQEBBs (the poller moves ci). */
 static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_room(const struct zd_mlx5_sq *sq)
 {
-	/* acquire: pairs with the release store of ci in zd_mlx5_sq_retire:
+	/* acquire: pairs with the release store of ci in zd_mlx5_sq_retire_to:
 	 * the device is done with the blocks below ci before we rewrite them. */
 	return sq->wqe_cnt - (sq->pi - atomic_load_explicit(&sq->ci, memory_order_acquire));
 }
@@ -413,7 +472,6 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_wr(struct zd_mlx5_sq *sq, struct zd
 						uint32_t total, DAT_DTO_COOKIE cookie,
 						DAT_DTOS op, uint8_t flags, bool signal)
 {
-	struct zd_mlx5_sq_wr *wr;
 	uint32_t nbb;
 	bool signaled = signal;
 
@@ -424,12 +482,8 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_wr(struct zd_mlx5_sq *sq, struct zd
 	if (signaled)
 		w->fm_ce_se |= MLX5_WQE_CTRL_CQ_UPDATE;
 	nbb = zd_mlx5_sq_build(sq, w, iov, n, total);
-	wr = &sq->wr[sq->pi & sq->mask];
-	wr->cookie = cookie;
-	wr->len = total;
-	wr->op = (uint8_t)op;
-	wr->nbb = (uint8_t)nbb;
-	wr->flags = (uint8_t)(flags | (signaled ? ZD_MLX5_WR_SIGNALED : 0));
+	zd_mlx5_sq_wr_set(&sq->wr[sq->pi & sq->mask], cookie, total, op, sq->pi, (uint8_t)nbb,
+			  (uint8_t)(flags | (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	zd_mlx5_sq_doorbell(sq, nbb);
 	return true;
 }
@@ -509,30 +563,6 @@ static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl64(void *ctrl, uint32_t pi, uint8_t
 	memcpy((uint8_t *)ctrl + 8, &w1, 8);
 }
 
-/* The 16-byte bookkeeping entry: the cookie, the length, and the four
- * bytes after it (constants on the fast path: one immediate store). */
-static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO_COOKIE cookie,
-					       uint32_t len, uint8_t op, uint8_t nbb,
-					       uint8_t flags)
-{
-	/* len, op, nbb, flags and pad as one word: one store (the compiler
-	 * splits field stores, and builds constants in .rodata). */
-#if __BYTE_ORDER == __LITTLE_ENDIAN
-	uint64_t meta = len | (uint64_t)op << 32 | (uint64_t)nbb << 40 | (uint64_t)flags << 48;
-#else
-	uint64_t meta = (uint64_t)len << 32 | (uint64_t)op << 24 | (uint64_t)nbb << 16 |
-			(uint64_t)flags << 8;
-#endif
-
-	_Static_assert(offsetof(struct zd_mlx5_sq_wr, len) == 8 &&
-		       offsetof(struct zd_mlx5_sq_wr, op) == 12 &&
-		       offsetof(struct zd_mlx5_sq_wr, nbb) == 13 &&
-		       offsetof(struct zd_mlx5_sq_wr, flags) == 14 &&
-		       sizeof(struct zd_mlx5_sq_wr) == 16, "zd_mlx5_sq_wr layout");
-	wr->cookie = cookie;
-	memcpy((char *)wr + offsetof(struct zd_mlx5_sq_wr, len), &meta, sizeof(meta));
-}
-
 /*
  * zd_mlx5_sq_post for a WQE of ctrl, [raddr], one inline segment of
  * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against max_inline): one
@@ -562,7 +592,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 	/* Stores in an order that keeps few values live: bookkeeping and
 	 * ctrl first, the byte copies (which the compiler must assume alias
 	 * @sq) last. */
-	zd_mlx5_sq_wr_set(&sq->wr[pi & sq->mask], cookie, len, (uint8_t)op, 1,
+	zd_mlx5_sq_wr_set(&sq->wr[pi & sq->mask], cookie, len, op, pi, 1,
 			  (uint8_t)(zd_mlx5_wr_flags(op, event) |
 				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	wqe = zd_mlx5_sq_bb(sq, pi);
@@ -586,29 +616,28 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 	return true;
 }
 
-/* Poller: the CQE of the WQE at @wqe_counter (whose bookkeeping is @wr)
- * arrived; frees it and every WQE before it. */
-static ZD_ALWAYS_INLINE void zd_mlx5_sq_retire_wr(struct zd_mlx5_sq *sq,
-						  const struct zd_mlx5_sq_wr *wr,
-						  uint16_t wqe_counter)
+/*
+ * Poller: the CQE of the WQE whose bookkeeping is @wr arrived; frees it
+ * and every WQE before it.  Whatever the completion needs from @wr is read
+ * before: from this store on, a poster on another thread may reuse the
+ * entry (a full SQ's next post lands exactly there).  @next_ci: @wr's.
+ */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_retire_to(struct zd_mlx5_sq *sq, uint32_t next_ci)
 {
-	uint32_t ci = atomic_load_explicit(&sq->ci, memory_order_relaxed);
-
-	/* 16-bit counter -> free-running: its distance from ci. */
-	ci += (uint16_t)(wqe_counter - (uint16_t)ci) + wr->nbb;
-	/* release: pairs with the acquire in zd_mlx5_sq_room. */
-	atomic_store_explicit(&sq->ci, ci, memory_order_release);
+	/* release: pairs with the acquire in zd_mlx5_sq_room; our reads of
+	 * the entries below next_ci are done before a poster reuses them. */
+	atomic_store_explicit(&sq->ci, next_ci, memory_order_release);
 }
 
-/* Poller: the CQE of the WQE at @wqe_counter arrived; frees it and every
- * WQE before it, returns its bookkeeping. */
-static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *zd_mlx5_sq_retire(struct zd_mlx5_sq *sq,
-								uint16_t wqe_counter)
+/* Poller: the WQE at @wqe_counter completed: a copy of its bookkeeping,
+ * read before it and every WQE before it are freed. */
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr zd_mlx5_sq_retire(struct zd_mlx5_sq *sq,
+							       uint16_t wqe_counter)
 {
-	struct zd_mlx5_sq_wr *wr = &sq->wr[wqe_counter & sq->mask];
+	const struct zd_mlx5_sq_wr w = sq->wr[wqe_counter & sq->mask];
 
-	zd_mlx5_sq_retire_wr(sq, wr, wqe_counter);
-	return wr;
+	zd_mlx5_sq_retire_to(sq, w.next_ci);
+	return w;
 }
 
 #endif /* ZD_MLX5_SQ_H */

@@ -108,7 +108,7 @@ DAT_RETURN zd_mlx5_post_send_ud(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRI
 			 zd_mlx5_fm_ce_se(flags, signaled, true), 0);
 	/* Its completion is a DAT_IB_DTO_EVENT (zd_mlx5_cq.c: WR_EXT). */
 	zd_mlx5_sq_wr_set(&sq->wr[sq->pi & sq->mask], cookie, total,
-			  (uint8_t)DAT_IB_DTO_SEND_UD, (uint8_t)nbb,
+			  (DAT_DTOS)DAT_IB_DTO_SEND_UD, sq->pi, (uint8_t)nbb,
 			  (uint8_t)(zd_mlx5_wr_flags((DAT_DTOS)DAT_IB_DTO_SEND_UD, event) |
 				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	zd_mlx5_sq_doorbell(sq, nbb);

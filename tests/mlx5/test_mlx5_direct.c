@@ -369,6 +369,17 @@ static void test_disabled(struct env *e)
 	CHECK(zd_evd_enable(e->req_evd));
 }
 
+/* The QP the last-QP cache names: last_qp while req_want matches a
+ * requester CQE of it, else none. */
+static struct zd_mlx5_qp *cached_qp(struct zd_mlx5_cq_obj *cq)
+{
+	struct zd_mlx5_qp *qp = cq->q.last_qp;
+
+	if (!qp || atomic_load(&cq->q.req_want) != zd_mlx5_cqe_req_want(qp->qpn))
+		return NULL;
+	return qp;
+}
+
 /* The last-QP cache (zd_mlx5_cq.c) forgets a destroyed QP: its late CQE
  * is dropped (under ASan a stale cache would be a use after free), its
  * outstanding write completes once, flushed; a new QP is found. */
@@ -384,12 +395,14 @@ static void test_qp_cache(struct env *e, struct zd_ep *ep)
 	nic_run();
 	EXPECT(dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 601),
 	       "completion before the destroy");
-	EXPECT(atomic_load(&cq->q.last_qp) == ep->dev_priv, "the poll did not cache its QP");
+	EXPECT(cached_qp(cq) == ep->dev_priv, "the poll did not cache its QP");
 	post_write(e, 602);
 	nic_run();   /* its CQE waits in the CQ */
 	the_qp = NULL;
 	dev->qp_destroy(ep);
-	EXPECT(atomic_load(&cq->q.last_qp) == NULL, "the destroyed QP is still cached");
+	/* (last_qp itself is left dangling, never read while req_want is NONE) */
+	EXPECT(atomic_load(&cq->q.req_want) == ZD_MLX5_CQE_REQ_NONE,
+	       "the destroyed QP is still cached");
 	while (dequeue(e->req_evd, &ev) == DAT_SUCCESS) {
 		const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
 
@@ -408,7 +421,7 @@ static void test_qp_cache(struct env *e, struct zd_ep *ep)
 	nic_run();
 	EXPECT(dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 603),
 	       "completion on the new QP");
-	EXPECT(atomic_load(&cq->q.last_qp) == ep->dev_priv, "the new QP is not cached");
+	EXPECT(cached_qp(cq) == ep->dev_priv, "the new QP is not cached");
 }
 
 /* ---- a producer thread racing the direct poll ---- */

@@ -124,8 +124,8 @@ static void fast_vs_general(uint8_t opcode, uint32_t max_inline, uint32_t bf_siz
 						    a.buf + blk, 64), 0,
 					     "the BlueFlame copy is the WQE");
 			/* the device completes it: room again */
-			zd_mlx5_sq_retire(&qp->sq, (uint16_t)(qp->sq.pi - 1));
-			zd_mlx5_sq_retire(b.sqp, (uint16_t)(b.sqp->pi - 1));
+			zd_mlx5_sq_retire_to(&qp->sq, qp->sq.pi);
+			zd_mlx5_sq_retire_to(b.sqp, b.sqp->pi);
 			cookie++;
 		}
 	}

@@ -200,7 +200,7 @@ Test(mlx5_ud, wqe_bytes_flags_and_wraparound)
 					total += len;
 				}
 				if (zd_mlx5_sq_room(&qp->sq) < 3)
-					zd_mlx5_sq_retire(&qp->sq, (uint16_t)(qp->sq.pi - 1));
+					zd_mlx5_sq_retire_to(&qp->sq, qp->sq.pi);
 				qp->req_flags = flagsets[fs].ep;
 				cr_assert_eq(zd_mlx5_post_send_ud(ep, (DAT_COUNT)n, iov, ah,
 								  (DAT_DTO_COOKIE){ .as_64 = (uint64_t)it },
