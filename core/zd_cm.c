@@ -903,7 +903,7 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 		c->deadline = 0;
 		if (c->ep) {
 			conn_count(c, DCNT_IA_CM_PASSIVE_EST);
-			atomic_store(&c->ep->state, DAT_EP_STATE_CONNECTED);
+			zd_ep_set_state(c->ep, DAT_EP_STATE_CONNECTED);
 			zd_cm_ep_event(c->ep, DAT_CONNECTION_EVENT_ESTABLISHED, NULL, 0);
 		}
 		return;

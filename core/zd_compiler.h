@@ -8,6 +8,10 @@
 #define ZD_CACHE_LINE 64
 #define ZD_CACHE_ALIGNED __attribute__((aligned(ZD_CACHE_LINE)))
 #define ZD_EXPORT __attribute__((visibility("default")))
+/* On the extern declaration of a variable of the library's own:
+ * -fvisibility=hidden covers definitions only, and a hot path then reads
+ * the variable straight rather than through the GOT. */
+#define ZD_HIDDEN __attribute__((visibility("hidden")))
 #define ZD_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ZD_CONTAINER_OF(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))

@@ -93,7 +93,7 @@ void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 
 		/* The RSP's reference on its EP passes to the CR. */
 		cr->local_ep = rsp->ep;
-		atomic_store(&cr->local_ep->state, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+		zd_ep_set_state(cr->local_ep, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
 		zd_obj_ref(evd);  /* outlives the RSP's reference until posted */
 		zd_rsp_use_locked(rsp);
 		cr->conn = c;
@@ -118,7 +118,7 @@ void zd_cm_passive_on_req(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 		cr->local_ep = eh;
 		cr->local_ep_ours = 1;
 		cr->local_ep->local_qual = l->qual;
-		atomic_store(&cr->local_ep->state, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
+		zd_ep_set_state(cr->local_ep, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
 		zd_obj_ref(cr->local_ep);
 	}
 	cr->conn = c;
@@ -147,7 +147,7 @@ static struct zd_ep *cr_destroy_locked(struct zd_cr *cr, int free_own_ep)
 			if (free_own_ep)
 				to_free = ep;
 		} else if (atomic_load(&ep->state) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING) {
-			atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+			zd_ep_set_state(ep, DAT_EP_STATE_UNCONNECTED);
 			ep->local_qual = 0;
 		}
 	}
@@ -231,7 +231,7 @@ static DAT_RETURN cr_accept_locked(struct zd_cr *cr, DAT_EP_HANDLE ep_handle, DA
 	ep->local_qual = cr->conn_qual;
 	if (!c || c->state != ZD_CONN_CR_PENDING) {
 		/* The requester left: nothing to complete the accept with. */
-		atomic_store(&ep->state, DAT_EP_STATE_DISCONNECTED);
+		zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
 		zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, NULL, 0);
 		return DAT_SUCCESS;
 	}
@@ -239,7 +239,7 @@ static DAT_RETURN cr_accept_locked(struct zd_cr *cr, DAT_EP_HANDLE ep_handle, DA
 	    dev->qp_connect(ep, c->peer_blob, c->peer_blob_len) != DAT_SUCCESS) {
 		refuse(c);
 		cr->conn = NULL;
-		atomic_store(&ep->state, DAT_EP_STATE_DISCONNECTED);
+		zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
 		zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, NULL, 0);
 		return DAT_SUCCESS;
 	}
@@ -256,7 +256,7 @@ static DAT_RETURN cr_accept_locked(struct zd_cr *cr, DAT_EP_HANDLE ep_handle, DA
 	ep->cm_conn = c;
 	c->state = ZD_CONN_REP_SENT;
 	c->deadline = zd_cm_now() + ZD_CM_WAIT_RTU_NS;
-	atomic_store(&ep->state, DAT_EP_STATE_COMPLETION_PENDING);
+	zd_ep_set_state(ep, DAT_EP_STATE_COMPLETION_PENDING);
 	zd_cm_conn_send(c, ZD_CM_MSG_REP, 0, pdata, (size_t)pdata_len, blob, blob_len);
 	zd_cm_kick();
 	return DAT_SUCCESS;

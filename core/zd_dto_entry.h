@@ -69,6 +69,25 @@ static ZD_ALWAYS_INLINE bool zd_request_fast_ok(const struct zd_ep *ep, DAT_COUN
 	       iov != NULL && !(flags & ~(DAT_COMPLETION_FLAGS)ZD_REQUEST_FLAGS);
 }
 
+/*
+ * The latency shape a device's own entry takes in line, or NULL: the QP of
+ * @ep -- a slot of the EP zone (zd_obj_slot) -- when the call has one
+ * segment and the default completion flags, and the EP is alive,
+ * connected, with its QP and IOV limits of one or more (all of which its
+ * dto_qp says at once).  ((n - 1) | flags) == 0 is one test of the first
+ * two.  Anything else goes to the checked path, which names the error.
+ */
+static ZD_ALWAYS_INLINE void *zd_request_fast1(struct zd_ep *ep, DAT_COUNT n,
+					       const DAT_LMR_TRIPLET *iov,
+					       DAT_COMPLETION_FLAGS flags)
+{
+	if (ZD_UNLIKELY(((uint32_t)n - 1u) | (uint32_t)flags) || ZD_UNLIKELY(iov == NULL))
+		return NULL;
+	/* acquire: pairs with zd_ep_dto_refresh's release (x86: a plain
+	 * load). */
+	return atomic_load_explicit(&ep->dto_qp, memory_order_acquire);
+}
+
 /* The checked paths (core/zd_dto.c): every check, then the device's op. */
 DAT_RETURN zd_ep_post_send_checked(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);

@@ -6,6 +6,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_cm.h"
+#include "core/zd_dto_entry.h"
 #include "core/zd_ud.h"
 #include "evd/zd_evd.h"
 
@@ -140,6 +141,7 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 	ep = zd_obj_alloc(ZD_OBJ_EP, sizeof(*ep), ia);
 	if (!ep)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	/* (dto_qp: NULL from the allocation until connected) */
 	if (attr)
 		ep->attr = *attr;
 	else
@@ -148,7 +150,7 @@ DAT_RETURN zd_ep_create_internal(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handl
 	ep->recv_evd = rcv;
 	ep->request_evd = req;
 	ep->srq = srq;
-	atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+	zd_ep_set_state(ep, DAT_EP_STATE_UNCONNECTED);
 	atomic_store(&ep->soft_hwm, DAT_WATERMARK_INFINITE);
 	if (ia->dev->qp_create && pz) {
 		ret = ia->dev->qp_create(ep);
@@ -228,6 +230,31 @@ DAT_RETURN zd_ep_get_status(DAT_EP_HANDLE ep_handle, DAT_EP_STATE *state,
 	return DAT_SUCCESS;
 }
 
+/*
+ * dto_qp from the state, the QP and the limits as they are now.  The
+ * state may change on another thread meanwhile (the CM thread, a
+ * disconnect): each setter stores, then refreshes, and a refresher that
+ * finds the state changed under it goes again, so the last store follows
+ * the last state.
+ */
+void zd_ep_dto_refresh(struct zd_ep *ep)
+{
+	DAT_EP_STATE s;
+
+	do {
+		s = atomic_load(&ep->state);
+		const bool ready = zd_ep_connected(s) && ep->dev_priv != NULL &&
+				   ep->attr.max_request_iov >= 1 &&
+				   zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov) >= 1 &&
+				   zd_rdma_iov_max(ep, ep->attr.max_rdma_read_iov) >= 1;
+
+		/* release: a poster that loads the QP from here sees it set
+		 * up (pairs with the address dependency of its loads). */
+		atomic_store_explicit(&ep->dto_qp, ready ? ep->dev_priv : NULL,
+				      memory_order_release);
+	} while (atomic_load(&ep->state) != s);
+}
+
 void zd_ep_destroy(struct zd_obj *o)
 {
 	struct zd_ep *ep = (struct zd_ep *)o;
@@ -235,6 +262,9 @@ void zd_ep_destroy(struct zd_obj *o)
 
 	zd_cm_ep_release(ep);  /* no CM event can reach it after this */
 	zd_ud_ep_release(ep);
+	/* The fast entries stop at the handle from here (zd_request_fast1:
+	 * they check no magic), before the QP goes. */
+	atomic_store(&ep->dto_qp, NULL);
 	if (ep->dev_priv && ia->dev->qp_destroy)
 		ia->dev->qp_destroy(ep);
 	zd_ep_solicited_account(ep, -1);
@@ -280,7 +310,7 @@ DAT_RETURN zd_ep_reset(DAT_EP_HANDLE ep_handle)
 		if (dev->qp_reset && ep->dev_priv)
 			ret = dev->qp_reset(ep);
 		if (ret == DAT_SUCCESS) {
-			atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+			zd_ep_set_state(ep, DAT_EP_STATE_UNCONNECTED);
 			memset(&ep->remote_addr, 0, sizeof(ep->remote_addr));
 			ep->remote_qual = 0;
 			ep->local_qual = 0;

@@ -17,6 +17,13 @@ struct zd_srq;
 struct zd_ep {
 	struct zd_obj obj;
 	_Atomic DAT_EP_STATE state;
+	/* The device's QP while the EP takes one-segment requests on a
+	 * device's own DTO entries (zd_request_fast1), else NULL: connected,
+	 * with a QP, request and RDMA IOV limits of one or more.  Kept by
+	 * zd_ep_dto_refresh through every change of the state, the QP or the
+	 * attributes, so that one load and test stand for the handle's
+	 * liveness, the state, the QP and the limits. */
+	void *_Atomic dto_qp;
 	struct zd_pz *pz;
 	struct zd_evd *recv_evd;
 	struct zd_evd *request_evd;
@@ -47,6 +54,17 @@ struct zd_ep {
 ZD_OBJ_FITS(EP, struct zd_ep);
 
 void zd_ep_destroy(struct zd_obj *o);
+
+/* Recomputes dto_qp (zd_ep.c); after every change of ep->state,
+ * ep->dev_priv or ep->attr. */
+void zd_ep_dto_refresh(struct zd_ep *ep);
+
+/* The EP's state becomes @s. */
+static inline void zd_ep_set_state(struct zd_ep *ep, DAT_EP_STATE s)
+{
+	atomic_store(&ep->state, s);
+	zd_ep_dto_refresh(ep);
+}
 
 /* An unreliable-datagram EP (dat_ib_extensions.h's DAT_IB_SERVICE_TYPE_UD,
  * the first extension service type). */

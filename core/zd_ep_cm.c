@@ -50,7 +50,7 @@ void zd_cm_ep_conn_lost(struct zd_ep *ep, DAT_EVENT_NUMBER type)
 		ep->cm_conn = NULL;
 	}
 	ep_qp_flush(ep);
-	atomic_store(&ep->state, DAT_EP_STATE_DISCONNECTED);
+	zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
 	zd_cm_ep_event(ep, type, NULL, 0);
 }
 
@@ -84,7 +84,7 @@ void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const 
 	c->state = ZD_CONN_ESTABLISHED;
 	c->deadline = 0;
 	zd_count_ia(&ep->obj.ia->cnt, DCNT_IA_CM_ACTIVE_EST);
-	atomic_store(&ep->state, DAT_EP_STATE_CONNECTED);
+	zd_ep_set_state(ep, DAT_EP_STATE_CONNECTED);
 	zd_cm_conn_send(c, ZD_CM_MSG_RTU, 0, NULL, 0, NULL, 0);
 	zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_ESTABLISHED, body, h->pdata_len);
 }
@@ -97,7 +97,7 @@ void zd_cm_active_on_rej(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const 
 		ep->cm_conn = NULL;
 		c->ep = NULL;
 		ep_qp_flush(ep);
-		atomic_store(&ep->state, DAT_EP_STATE_DISCONNECTED);
+		zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
 		if (h->reason == ZD_CM_REJ_PEER)
 			zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_PEER_REJECTED, body, h->pdata_len);
 		else
@@ -164,13 +164,13 @@ static DAT_RETURN ep_connect_locked(struct zd_ep *ep, const struct sockaddr_in *
 	if (ud)
 		return zd_cm_connect(ep, dst, conn_qual, timeout, pdata,
 				     (size_t)pdata_len);
-	atomic_store(&ep->state, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+	zd_ep_set_state(ep, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
 	ep->remote_addr = *dst;
 	ep->remote_addr.sin_port = 0;
 	ep->remote_qual = conn_qual;
 	ret = zd_cm_connect(ep, dst, conn_qual, timeout, pdata, (size_t)pdata_len);
 	if (ret != DAT_SUCCESS)
-		atomic_store(&ep->state, DAT_EP_STATE_UNCONNECTED);
+		zd_ep_set_state(ep, DAT_EP_STATE_UNCONNECTED);
 	else
 		atomic_fetch_add_explicit(&ep->cnt.connects, 1, memory_order_relaxed);
 	return ret;
@@ -269,7 +269,7 @@ DAT_RETURN zd_ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags)
 	case DAT_EP_STATE_CONNECTED:
 		if (flags == DAT_CLOSE_GRACEFUL_FLAG && c) {
 			/* DISCONNECTED comes with the peer's DISC_ACK (or EOF). */
-			atomic_store(&ep->state, DAT_EP_STATE_DISCONNECT_PENDING);
+			zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECT_PENDING);
 			zd_cm_conn_send(c, ZD_CM_MSG_DISC, 0, NULL, 0, NULL, 0);
 			c->state = ZD_CONN_DISC_SENT;
 			c->deadline = zd_cm_now() + ZD_CM_DISC_NS;

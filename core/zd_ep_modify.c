@@ -210,6 +210,7 @@ DAT_RETURN zd_ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const D
 		if (ep->pz)
 			ret = dev->qp_create(ep);
 	}
+	zd_ep_dto_refresh(ep);
 out:
 	zd_cm_unlock();
 	return ret;

@@ -89,7 +89,7 @@ struct zd_obj_zones {
 	_Atomic uintptr_t nslots[ZD_OBJ_TYPE_COUNT]; /* slots handed out so far */
 };
 
-extern struct zd_obj_zones zd_obj_zones;
+extern ZD_HIDDEN struct zd_obj_zones zd_obj_zones;
 
 /* log2 slot size of @type: a constant when @type is (every handle check
  * in the tree), else the zone table's copy. */
@@ -115,11 +115,12 @@ static ZD_ALWAYS_INLINE unsigned zd_obj_slot_shift(enum zd_obj_type type)
 }
 
 /*
- * Returns the live object behind @h if it is of type @type, NULL otherwise.
- * Never faults for any pointer value: the zone range is checked before the
- * magic is read.
+ * Returns @h if it is the start of a slot of @type's zone handed out so
+ * far, live or freed (its memory stays), NULL otherwise.  Never faults for
+ * any pointer value.  A caller that reads a word of the object which its
+ * release clears (the EP's dto_qp) needs no magic check besides.
  */
-static ZD_ALWAYS_INLINE void *zd_obj_get(const void *h, enum zd_obj_type type)
+static ZD_ALWAYS_INLINE void *zd_obj_slot(const void *h, enum zd_obj_type type)
 {
 	/* Offset into @type's zone, rotated right by the slot size: the slot
 	 * index of an aligned pointer, and a huge value for a misaligned one
@@ -133,7 +134,23 @@ static ZD_ALWAYS_INLINE void *zd_obj_get(const void *h, enum zd_obj_type type)
 	if (ZD_UNLIKELY(idx >= atomic_load_explicit(&zd_obj_zones.nslots[type],
 						    memory_order_relaxed)))
 		return NULL;
-	struct zd_obj *o = (struct zd_obj *)h;
+	/* NULL is below every zone (base > 0) and failed the compare above. */
+	if (h == NULL)
+		__builtin_unreachable();
+	return (void *)h;
+}
+
+/*
+ * Returns the live object behind @h if it is of type @type, NULL otherwise.
+ * Never faults for any pointer value: the zone range is checked before the
+ * magic is read.
+ */
+static ZD_ALWAYS_INLINE void *zd_obj_get(const void *h, enum zd_obj_type type)
+{
+	struct zd_obj *o = zd_obj_slot(h, type);
+
+	if (ZD_UNLIKELY(o == NULL))
+		return NULL;
 	if (ZD_UNLIKELY(atomic_load_explicit(&o->magic, memory_order_acquire) !=
 			ZD_OBJ_MAGIC_LIVE(type)))
 		return NULL;

@@ -59,7 +59,7 @@ DAT_RETURN zd_rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual,
 	l->rsp = rsp;
 	zd_obj_ref(evd);
 	zd_obj_ref(ep);
-	atomic_store(&ep->state, DAT_EP_STATE_RESERVED);
+	zd_ep_set_state(ep, DAT_EP_STATE_RESERVED);
 	ep->local_qual = conn_qual;
 	zd_ia_add_child(ia, &rsp->obj);
 	zd_cm_unlock();
@@ -108,7 +108,7 @@ void zd_rsp_destroy_locked(struct zd_rsp *rsp)
 	rsp->listener = NULL;
 	if (rsp->ep) {
 		if (atomic_load(&rsp->ep->state) == DAT_EP_STATE_RESERVED) {
-			atomic_store(&rsp->ep->state, DAT_EP_STATE_UNCONNECTED);
+			zd_ep_set_state(rsp->ep, DAT_EP_STATE_UNCONNECTED);
 			rsp->ep->local_qual = 0;
 		}
 		zd_obj_unref(rsp->ep);

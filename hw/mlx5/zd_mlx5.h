@@ -119,7 +119,7 @@ struct zd_mlx5_qp {
  * are rare; one word is one load for the post): a QP's inline-source memo
  * of an older generation is stale (zd_mlx5_post.c).  Starts at 1: a
  * zeroed memo is never current. */
-extern _Atomic uint32_t zd_mlx5_reg_gen;
+extern ZD_HIDDEN _Atomic uint32_t zd_mlx5_reg_gen;
 
 /* QP of @qpn, or NULL (caller inside a counted pass of its CQ). */
 static ZD_ALWAYS_INLINE struct zd_mlx5_qp *zd_mlx5_qp_lookup(struct zd_mlx5_dev *dev, uint32_t qpn)

@@ -53,14 +53,26 @@ static __attribute__((noinline)) bool inl_src_check(struct zd_mlx5_qp *qp,
 	return true;
 }
 
-/* The segment lies in the range the last check found (no call). */
-static ZD_ALWAYS_INLINE bool inl_src_memo_ok(const struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
+/* The segment lies in the range the last check found (no call).  The
+ * range test of zd_range_in as one sum: the segment's end offset, which
+ * carries out exactly when @addr is below the base by less than @len (an
+ * address further below gives a huge offset that fails the compare), and
+ * is at most the size exactly when the segment is inside. */
+static ZD_ALWAYS_INLINE bool inl_src_memo_in(const struct zd_mlx5_qp *qp, uint32_t lkey,
+					     uint64_t addr, uint32_t len)
 {
-	return ZD_LIKELY(s->lmr_context == qp->inl_memo.lkey) &&
+	uint64_t end;
+
+	return ZD_LIKELY(lkey == qp->inl_memo.lkey) &&
 	       ZD_LIKELY(qp->inl_memo.gen ==
 			 atomic_load_explicit(&zd_mlx5_reg_gen, memory_order_relaxed)) &&
-	       ZD_LIKELY(zd_range_in(qp->inl_memo.base, qp->inl_memo.size, s->virtual_address,
-				     s->segment_length));
+	       !__builtin_add_overflow(addr - qp->inl_memo.base, (uint64_t)len, &end) &&
+	       ZD_LIKELY(end <= qp->inl_memo.size);
+}
+
+static ZD_ALWAYS_INLINE bool inl_src_memo_ok(const struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
+{
+	return inl_src_memo_in(qp, s->lmr_context, s->virtual_address, s->segment_length);
 }
 
 static ZD_ALWAYS_INLINE bool inl_src_ok(struct zd_mlx5_qp *qp, const DAT_LMR_TRIPLET *s)
@@ -241,18 +253,86 @@ DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_
 	return post_rdma_write(ep, n, iov, cookie, remote, flags);
 }
 
-/* ... and the DAT entries with them inlined (zd_device_ops.dat_entries). */
+/*
+ * ... and the DAT entries with them inlined (zd_device_ops.dat_entries).
+ * The latency case -- one segment from the LMR the last inline post
+ * checked (inl_src_memo_ok), default flags, room in the SQ -- from the
+ * handle check to the doorbell in line; every other call, errors
+ * included, goes on with the entry's own arguments to the same entry
+ * with the device's op inlined (a tail call: the fast path keeps no
+ * registers for it, so it saves none).
+ */
+static __attribute__((noinline)) DAT_RETURN dat_post_send_other(DAT_EP_HANDLE h, DAT_COUNT n,
+								DAT_LMR_TRIPLET *iov,
+								DAT_DTO_COOKIE cookie,
+								DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_send_entry(h, n, iov, cookie, flags, post_send);
+}
+
 DAT_RETURN zd_mlx5_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				 DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	return zd_ep_post_send_entry(h, n, iov, cookie, flags, post_send);
+	struct zd_ep *ep = zd_obj_slot(h, ZD_OBJ_EP);
+	struct zd_mlx5_qp *qp;
+
+	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY((qp = zd_request_fast1(ep, n, iov, flags)) != NULL)) {
+		/* The segment read once (the stores below may alias it). */
+		const uint32_t len = iov->segment_length, lkey = iov->lmr_context;
+		const uint64_t addr = iov->virtual_address;
+		uint32_t pi;
+
+		if (ZD_LIKELY(len - 1u < qp->sq.inl1_send) && inl_src_memo_in(qp, lkey, addr, len) &&
+		    ZD_LIKELY(zd_mlx5_sq_room1(&qp->sq, pi = qp->sq.pi))) {
+			/* Counted first: the EP is not needed after. */
+			zd_count_ep_post_bytes(&ep->cnt, ZD_POST_SEND, len);
+			zd_mlx5_sq_put_inl1(&qp->sq, pi, MLX5_OPCODE_SEND, 0, false, NULL,
+					    (const void *)(uintptr_t)addr, len, cookie,
+					    DAT_DTO_SEND, true, 0);
+			return DAT_SUCCESS;
+		}
+		return dat_post_send_other(h, 1, iov, cookie, DAT_COMPLETION_DEFAULT_FLAG);
+	}
+	return dat_post_send_other(h, n, iov, cookie, flags);
+}
+
+static __attribute__((noinline)) DAT_RETURN dat_post_rdma_write_other(DAT_EP_HANDLE h, DAT_COUNT n,
+								      DAT_LMR_TRIPLET *iov,
+								      DAT_DTO_COOKIE cookie,
+								      const DAT_RMR_TRIPLET *remote,
+								      DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
 }
 
 DAT_RETURN zd_mlx5_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				       DAT_COMPLETION_FLAGS flags)
 {
-	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
+	struct zd_ep *ep = zd_obj_slot(h, ZD_OBJ_EP);
+	struct zd_mlx5_qp *qp;
+
+	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY((qp = zd_request_fast1(ep, n, iov, flags)) != NULL) &&
+	    ZD_LIKELY(remote != NULL)) {
+		/* The segment read once (the stores below may alias it). */
+		const uint32_t len = iov->segment_length, lkey = iov->lmr_context;
+		const uint64_t addr = iov->virtual_address;
+		uint32_t pi;
+
+		if (ZD_LIKELY(len - 1u < qp->sq.inl1_rdma) && inl_src_memo_in(qp, lkey, addr, len) &&
+		    ZD_LIKELY(zd_mlx5_sq_room1(&qp->sq, pi = qp->sq.pi))) {
+			/* Counted first: the EP is not needed after. */
+			zd_count_ep_post_bytes(&ep->cnt, ZD_POST_WRITE, len);
+			zd_mlx5_sq_put_inl1(&qp->sq, pi, MLX5_OPCODE_RDMA_WRITE, 0, true, remote,
+					    (const void *)(uintptr_t)addr, len, cookie,
+					    DAT_DTO_RDMA_WRITE, true, 0);
+			return DAT_SUCCESS;
+		}
+		/* (the shape known: fewer registers to keep for the call) */
+		return dat_post_rdma_write_other(h, 1, iov, cookie, remote,
+						 DAT_COMPLETION_DEFAULT_FLAG);
+	}
+	return dat_post_rdma_write_other(h, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,

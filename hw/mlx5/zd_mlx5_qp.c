@@ -188,6 +188,7 @@ DAT_RETURN zd_mlx5_qp_create(struct zd_ep *ep)
 		return ret;
 	}
 	ep->dev_priv = qp;
+	zd_ep_dto_refresh(ep);
 	return DAT_SUCCESS;
 }
 
@@ -278,6 +279,7 @@ DAT_RETURN zd_mlx5_qp_reset(struct zd_ep *ep)
 		}
 	}
 	ep->dev_priv = qp;
+	zd_ep_dto_refresh(ep);
 	return DAT_SUCCESS;
 }
 
@@ -292,6 +294,7 @@ void zd_mlx5_qp_destroy(struct zd_ep *ep)
 		qp = older;
 	}
 	ep->dev_priv = NULL;
+	zd_ep_dto_refresh(ep);
 }
 
 /* ---- SRQ ---- */

@@ -30,12 +30,16 @@ int zd_mlx5_sq_init(struct zd_mlx5_sq *sq, const struct zd_mlx5_sq_desc *d, uint
 	sq->wqe_cnt = d->wqe_cnt;
 	sq->mask = d->wqe_cnt - 1;
 	sq->qpn8 = (d->qpn & 0xffffff) << 8;
+	zd_mlx5_sq_set_heads(sq);
 	sq->dbrec = d->dbrec;
 	sq->bf_reg = d->bf_reg;
 	sq->bf_size = d->bf_size;
+	sq->bf_cur = d->bf_reg;
+	sq->bf_flip = (uintptr_t)d->bf_reg ^ (uintptr_t)((uint8_t *)d->bf_reg + d->bf_size);
 	sq->max_inline = max_inline;
-	sq->inl1_rdma = ZD_MIN(max_inline, ZD_MLX5_INL1_MAX_RDMA);
-	sq->inl1_send = ZD_MIN(max_inline, ZD_MLX5_INL1_MAX_SEND);
+	/* The one-block path rings with its BlueFlame copy (doorbell1). */
+	sq->inl1_rdma = d->bf_size ? ZD_MIN(max_inline, ZD_MLX5_INL1_MAX_RDMA) : 0;
+	sq->inl1_send = d->bf_size ? ZD_MIN(max_inline, ZD_MLX5_INL1_MAX_SEND) : 0;
 	/* Half the ring unsignaled at most: a CQE then frees the rest. */
 	sq->unsig_max = d->wqe_cnt / 2 ? d->wqe_cnt / 2 : 1;
 	atomic_init(&sq->ci, 0);

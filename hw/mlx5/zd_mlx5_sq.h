@@ -77,10 +77,10 @@
  */
 struct zd_mlx5_sq_wr {
 	DAT_DTO_COOKIE cookie;
-	uint32_t status;              /* DAT_DTO_SUCCESS (0) */
+	uint32_t status;              /* DAT_DTO_SUCCESS: 0 from the allocation, never written */
 	uint32_t len;                 /* bytes, for the DAT event */
 	uint32_t op;                  /* DAT_DTOS */
-	uint32_t rmr;                 /* the event's rmr_context: 0 */
+	uint32_t rmr;                 /* the event's rmr_context: 0, as status */
 	uint32_t next_ci;
 	uint8_t nbb;                  /* WQEBBs of this WQE */
 	uint8_t flags;                /* ZD_MLX5_WR_* */
@@ -120,10 +120,16 @@ struct zd_mlx5_sq {
 	volatile __be32 *dbrec;
 	uint8_t *bf_reg;
 	uint32_t bf_size;
-	uint32_t bf_off;              /* toggles 0 <-> bf_size */
+	uint8_t *bf_cur;              /* the BlueFlame buffer next used: bf_reg, + bf_size */
+	uintptr_t bf_flip;            /* bf_cur ^= bf_flip toggles it */
 	uint32_t max_inline;          /* 0: never inline */
-	uint32_t inl1_rdma;           /* min(max_inline, ZD_MLX5_INL1_MAX_RDMA) */
-	uint32_t inl1_send;           /* min(max_inline, ZD_MLX5_INL1_MAX_SEND) */
+	/* min(max_inline, ZD_MLX5_INL1_MAX_*), 0 without BlueFlame (the
+	 * one-block path rings the doorbell with its BlueFlame copy). */
+	uint32_t inl1_rdma;
+	uint32_t inl1_send;
+	/* The control segment's first word for each opcode of the one-block
+	 * path but its WQE index and ds, prebuilt (zd_mlx5_sq_set_heads). */
+	uint64_t ctrl_head[3];
 	uint32_t unsig;               /* unsignaled WQEs since the last forced CQE */
 	uint32_t unsig_max;           /* force CQ_UPDATE after this many */
 	struct zd_mlx5_sq_wr *wr;     /* wqe_cnt entries */
@@ -148,28 +154,26 @@ static ZD_ALWAYS_INLINE uint8_t zd_mlx5_wr_flags(DAT_DTOS op, bool event)
 	       (op == (DAT_DTOS)DAT_IB_DTO_RDMA_WRITE_IMMED ? ZD_MLX5_WR_IMM_EVENT : 0);
 }
 
-/* The bookkeeping entry of the WQE of @nbb blocks at @pi: four word
- * stores (the compiler splits field stores, and builds constants in
- * .rodata). */
+/* The bookkeeping entry of the WQE of @nbb blocks at @pi (status and
+ * rmr stay 0: zd_mlx5_sq_init allocates the entries zeroed). */
 static ZD_ALWAYS_INLINE void zd_mlx5_sq_wr_set(struct zd_mlx5_sq_wr *wr, DAT_DTO_COOKIE cookie,
 					       uint32_t len, DAT_DTOS op, uint32_t pi,
 					       uint8_t nbb, uint8_t flags)
 {
 #if __BYTE_ORDER == __LITTLE_ENDIAN
-	const uint64_t st_len = (uint64_t)len << 32;
-	const uint64_t op_rmr = (uint32_t)op;
-	const uint64_t tail = (uint32_t)(pi + nbb) | (uint64_t)nbb << 32 | (uint64_t)flags << 40;
+	const uint16_t nbb_flags = (uint16_t)(nbb | flags << 8);
 #else
-	const uint64_t st_len = len;
-	const uint64_t op_rmr = (uint64_t)(uint32_t)op << 32;
-	const uint64_t tail = (uint64_t)(uint32_t)(pi + nbb) << 32 | (uint64_t)nbb << 24 |
-			      (uint64_t)flags << 16;
+	const uint16_t nbb_flags = (uint16_t)(nbb << 8 | flags);
 #endif
 
+	_Static_assert(offsetof(struct zd_mlx5_sq_wr, flags) ==
+		       offsetof(struct zd_mlx5_sq_wr, nbb) + 1, "nbb, flags");
 	wr->cookie = cookie;
-	memcpy(&wr->status, &st_len, 8);
-	memcpy(&wr->op, &op_rmr, 8);
-	memcpy(&wr->next_ci, &tail, 8);
+	wr->len = len;
+	wr->op = (uint32_t)op;
+	wr->next_ci = pi + nbb;
+	/* one store (the compiler may build a pair of constants in .rodata) */
+	memcpy(&wr->nbb, &nbb_flags, sizeof(nbb_flags));
 }
 
 /* ---- segment builders ---------------------------------------------------- */
@@ -415,7 +419,7 @@ static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_room(const struct zd_mlx5_sq *sq)
 static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell(struct zd_mlx5_sq *sq, uint32_t nbb)
 {
 	const uint64_t *src = zd_mlx5_sq_bb(sq, sq->pi);
-	volatile uint64_t *dst = (volatile uint64_t *)(sq->bf_reg + sq->bf_off);
+	volatile uint64_t *dst = (volatile uint64_t *)sq->bf_cur;
 
 	sq->pi += nbb;
 	/* WQE (and wr[]) stores before the doorbell record. */
@@ -437,29 +441,32 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell(struct zd_mlx5_sq *sq, uint32_t
 		*dst = *src;
 	}
 	zd_mmio_flush_writes();
-	sq->bf_off ^= sq->bf_size;
+	sq->bf_cur = (uint8_t *)((uintptr_t)sq->bf_cur ^ sq->bf_flip);
 }
 
-/* zd_mlx5_sq_doorbell for a one-block WQE at @wqe; @pi: sq->pi after it. */
+/* zd_mlx5_sq_doorbell for a one-block WQE at @wqe on an SQ with BlueFlame
+ * (inl1_*); @pi: sq->pi after it. */
 static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell1(struct zd_mlx5_sq *sq, const uint8_t *wqe,
 						  uint32_t pi)
 {
-	const uint32_t bf_size = sq->bf_size, bf_off = sq->bf_off;
-	volatile uint64_t *dst = (volatile uint64_t *)(sq->bf_reg + bf_off);
+	uint8_t *bf = sq->bf_cur;
 	volatile __be32 *dbrec = sq->dbrec;
 
 	sq->pi = pi;
-	sq->bf_off = bf_off ^ bf_size;
+	sq->bf_cur = (uint8_t *)((uintptr_t)bf ^ sq->bf_flip);
 	/* WQE (and wr[]) stores before the doorbell record. */
 	zd_udma_to_device_barrier();
 	*dbrec = htobe32(pi & 0xffff);
 	/* Doorbell record before the MMIO (WC) write. */
 	zd_mmio_wc_start();
-	if (ZD_LIKELY(bf_size))
-		zd_mlx5_bf_copy64(dst, (const uint64_t *)wqe);
-	else
-		*dst = *(const uint64_t *)wqe;
+	zd_mlx5_bf_copy64((volatile uint64_t *)bf, (const uint64_t *)wqe);
 	zd_mmio_flush_writes();
+}
+
+/* The BlueFlame buffer's offset in the register (bf_off of rdma-core). */
+static inline uint32_t zd_mlx5_sq_bf_off(const struct zd_mlx5_sq *sq)
+{
+	return (uint32_t)(sq->bf_cur - sq->bf_reg);
 }
 
 /*
@@ -500,29 +507,28 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post(struct zd_mlx5_sq *sq, struct zd_ml
 
 /* ---- the latency case: one WQEBB, one inline segment ------------------- */
 
-/* 1..32 bytes inside one WQEBB (no wrap): overlapping word copies, no call. */
+/* 1..32 bytes inside one WQEBB (no wrap): overlapping word copies, no call.
+ * 8..16 bytes first, with one compare. */
 static ZD_ALWAYS_INLINE void zd_mlx5_copy_small(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
-	if (len >= 8) {
+	if (ZD_LIKELY(len - 8u <= 8u)) {
 		uint64_t a, b;
 
-		if (ZD_UNLIKELY(len > 16)) {
-			uint64_t c, d;
-
-			memcpy(&a, src, 8);
-			memcpy(&b, src + 8, 8);
-			memcpy(&c, src + len - 16, 8);
-			memcpy(&d, src + len - 8, 8);
-			memcpy(dst, &a, 8);
-			memcpy(dst + 8, &b, 8);
-			memcpy(dst + len - 16, &c, 8);
-			memcpy(dst + len - 8, &d, 8);
-			return;
-		}
 		memcpy(&a, src, 8);
 		memcpy(&b, src + len - 8, 8);
 		memcpy(dst, &a, 8);
 		memcpy(dst + len - 8, &b, 8);
+	} else if (len > 16) {
+		uint64_t a, b, c, d;
+
+		memcpy(&a, src, 8);
+		memcpy(&b, src + 8, 8);
+		memcpy(&c, src + len - 16, 8);
+		memcpy(&d, src + len - 8, 8);
+		memcpy(dst, &a, 8);
+		memcpy(dst + 8, &b, 8);
+		memcpy(dst + len - 16, &c, 8);
+		memcpy(dst + len - 8, &d, 8);
 	} else if (len >= 4) {
 		uint32_t a, b;
 
@@ -564,27 +570,74 @@ static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl64(void *ctrl, uint32_t pi, uint8_t
 }
 
 /*
- * zd_mlx5_sq_post for a WQE of ctrl, [raddr], one inline segment of
- * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against max_inline): one
- * WQEBB, so no wrap checks, no division, no loop.  Same bytes, same
- * bookkeeping, same doorbell as the general path.  @imm_host: the control
- * segment's immediate in host order (the WQE carries it big-endian).
+ * Prebuilt control segments: what the first 8 bytes of a one-block WQE's
+ * control segment hold besides its WQE index and ds -- its opcode and the
+ * QPN -- as a host-order word per opcode, set up with the SQ; a post ORs in
+ * the index and ds, swaps once and stores (zd_mlx5_set_ctrl64_head).  The
+ * second 8 bytes are constants of the post (fm_ce_se, the immediate).
  */
-static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t opcode,
-						  uint8_t fm_ce_se, bool rdma,
-						  const DAT_RMR_TRIPLET *remote, const void *src,
-						  uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
-						  bool event, uint32_t imm_host)
+static ZD_ALWAYS_INLINE unsigned zd_mlx5_ctrl_head_of(uint8_t opcode)
 {
-	const uint32_t pi = sq->pi;
+	return opcode == MLX5_OPCODE_SEND ? 0 : opcode == MLX5_OPCODE_RDMA_WRITE ? 1 : 2;
+}
+
+static inline void zd_mlx5_sq_set_heads(struct zd_mlx5_sq *sq)
+{
+	static const uint8_t ops[] = { MLX5_OPCODE_SEND, MLX5_OPCODE_RDMA_WRITE,
+				       MLX5_OPCODE_RDMA_WRITE_IMM };
+
+	_Static_assert(ZD_ARRAY_SIZE(ops) == ZD_ARRAY_SIZE(((struct zd_mlx5_sq *)0)->ctrl_head),
+		       "a head per one-block opcode");
+	for (unsigned i = 0; i < ZD_ARRAY_SIZE(ops); i++)
+		sq->ctrl_head[zd_mlx5_ctrl_head_of(ops[i])] = (uint64_t)ops[i] << 32 | sq->qpn8;
+}
+
+/* zd_mlx5_set_ctrl64 from the SQ's prebuilt head of @opcode. */
+static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl64_head(const struct zd_mlx5_sq *sq, void *ctrl,
+						     uint32_t pi, uint8_t opcode, uint32_t ds,
+						     uint8_t fm_ce_se, uint32_t imm_host)
+{
+	uint64_t w0 = htobe64((uint64_t)(uint16_t)pi << 40 |
+			      sq->ctrl_head[zd_mlx5_ctrl_head_of(opcode)] | ds);
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+	uint64_t w1 = (uint64_t)fm_ce_se << 24 | htobe64((uint64_t)imm_host);
+#else
+	uint64_t w1 = (uint64_t)fm_ce_se << 32 | imm_host;
+#endif
+
+	memcpy(ctrl, &w0, 8);
+	memcpy((uint8_t *)ctrl + 8, &w1, 8);
+}
+
+/* Room for a one-block WQE at @pi (sq->pi): the SQ is full exactly when pi
+ * is wqe_cnt blocks ahead of ci (posts never go further), one add and one
+ * compare that leave pi as it is. */
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_room1(const struct zd_mlx5_sq *sq, uint32_t pi)
+{
+	/* acquire: as in zd_mlx5_sq_room. */
+	return pi != atomic_load_explicit(&sq->ci, memory_order_acquire) + sq->wqe_cnt;
+}
+
+/*
+ * zd_mlx5_sq_post for a WQE of ctrl, [raddr], one inline segment of
+ * 1..ZD_MLX5_INL1_MAX_* bytes (caller checked against sq->inl1_*, which
+ * also says the SQ has BlueFlame, and the room: zd_mlx5_sq_room1) at @pi
+ * (sq->pi): one WQEBB, so no wrap checks, no division, no loop.  Same
+ * bytes, same bookkeeping, same doorbell as the general path.
+ * @imm_host: the control segment's immediate in host order (the WQE
+ * carries it big-endian).
+ */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_put_inl1(struct zd_mlx5_sq *sq, uint32_t pi, uint8_t opcode,
+						 uint8_t fm_ce_se, bool rdma,
+						 const DAT_RMR_TRIPLET *remote, const void *src,
+						 uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
+						 bool event, uint32_t imm_host)
+{
 	const uint32_t ds = 1 + rdma +
 			    (uint32_t)(sizeof(struct mlx5_wqe_inl_data_seg) + len + 15) / 16;
 	uint8_t *wqe, *seg;
 	bool signaled = event;
 
-	/* acquire: as in zd_mlx5_sq_room. */
-	if (ZD_UNLIKELY(pi - atomic_load_explicit(&sq->ci, memory_order_acquire) >= sq->wqe_cnt))
-		return false;
 	if (!signaled)
 		signaled = zd_mlx5_sq_unsig_full(sq);
 	if (signaled)
@@ -596,7 +649,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 			  (uint8_t)(zd_mlx5_wr_flags(op, event) |
 				    (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
 	wqe = zd_mlx5_sq_bb(sq, pi);
-	zd_mlx5_set_ctrl64(wqe, pi, opcode, sq->qpn8, ds, fm_ce_se, imm_host);
+	zd_mlx5_set_ctrl64_head(sq, wqe, pi, opcode, ds, fm_ce_se, imm_host);
 	seg = wqe + 16;
 	if (rdma) {
 		/* raddr, then rkey and the reserved word as one store */
@@ -613,6 +666,22 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t
 	((struct mlx5_wqe_inl_data_seg *)seg)->byte_count = htobe32(len | MLX5_INLINE_SEG);
 	zd_mlx5_copy_small(seg + sizeof(struct mlx5_wqe_inl_data_seg), src, len);
 	zd_mlx5_sq_doorbell1(sq, wqe, pi + 1);
+}
+
+/* zd_mlx5_sq_put_inl1 with its room check; false (nothing written) when
+ * the SQ is full. */
+static ZD_ALWAYS_INLINE bool zd_mlx5_sq_post_inl1(struct zd_mlx5_sq *sq, uint8_t opcode,
+						  uint8_t fm_ce_se, bool rdma,
+						  const DAT_RMR_TRIPLET *remote, const void *src,
+						  uint32_t len, DAT_DTO_COOKIE cookie, DAT_DTOS op,
+						  bool event, uint32_t imm_host)
+{
+	const uint32_t pi = sq->pi;
+
+	if (ZD_UNLIKELY(!zd_mlx5_sq_room1(sq, pi)))
+		return false;
+	zd_mlx5_sq_put_inl1(sq, pi, opcode, fm_ce_se, rdma, remote, src, len, cookie, op, event,
+			    imm_host);
 	return true;
 }
 

@@ -138,6 +138,7 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	if (qp->srq && zd_shm_srq_attach(qp->srq, qp, true) != 0)
 		goto err_req;
 	ep->dev_priv = qp;
+	zd_ep_dto_refresh(ep);
 	return DAT_SUCCESS;
 err_req:
 	if (qp->req_cq)
@@ -363,6 +364,7 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 	free(qp->ud);
 	free(qp);
 	ep->dev_priv = NULL;
+	zd_ep_dto_refresh(ep);
 }
 
 /* ---- receive side: reaping the completion ring (recv CQ poller) ---- */

@@ -114,6 +114,7 @@ DAT_RETURN zd_shm_ud_qp_create(struct zd_ep *ep)
 		goto err;
 	}
 	ep->dev_priv = qp;
+	zd_ep_dto_refresh(ep);
 	return DAT_SUCCESS;
 err:
 	zd_soft_region_destroy(&qp->region);

@@ -187,6 +187,7 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	tia->qps = qp;
 	pthread_mutex_unlock(&tia->lock);
 	ep->dev_priv = qp;
+	zd_ep_dto_refresh(ep);
 	/* A UD QP reads from now on (listed first: the IA's thread serves
 	 * only listed QPs). */
 	if (qp->ud)
@@ -347,6 +348,7 @@ void zd_tcp_qp_destroy(struct zd_ep *ep)
 	zd_tcp_qp_flush_locked(qp);
 	qp_free(qp);
 	ep->dev_priv = NULL;
+	zd_ep_dto_refresh(ep);
 }
 
 void zd_tcp_qp_arm(struct zd_tcp_qp *qp)

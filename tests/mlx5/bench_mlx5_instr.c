@@ -285,7 +285,7 @@ int main(int argc, char **argv)
 		fail("objects not created through the bench backend");
 	blen = ep->obj.ia->dev->qp_local_blob(ep, blob, sizeof(blob));
 	CHECK(ep->obj.ia->dev->qp_connect(ep, blob, blen));
-	atomic_store(&ep->state, DAT_EP_STATE_CONNECTED);
+	zd_ep_set_state(ep, DAT_EP_STATE_CONNECTED);
 
 	static uint64_t src __attribute__((aligned(64))), dst __attribute__((aligned(64)));
 	/* The source registered, as a consumer's is (the post checks an

@@ -60,6 +60,7 @@ static inline void pollenv_init(struct pollenv *p, uint32_t cqes, uint32_t ring_
 	p->qp->dev = p->dev;
 	p->qp->max_msg = 1u << 30;
 	p->ep->dev_priv = p->qp;
+	zd_ep_dto_refresh(p->ep);
 	l2 = calloc(ZD_MLX5_QPT_ENTRIES, sizeof(*l2));
 	l2[QPN & (ZD_MLX5_QPT_ENTRIES - 1)] = p->qp;
 	p->dev->qpt[QPN >> ZD_MLX5_QPT_SHIFT] = l2;

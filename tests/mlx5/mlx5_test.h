@@ -76,6 +76,7 @@ static inline void sqenv_attach_qp(struct sqenv *e, struct zd_mlx5_qp *qp, struc
 	qp->ep = ep;
 	qp->max_msg = 1u << 30;
 	ep->dev_priv = qp;
+	zd_ep_dto_refresh(ep);
 }
 
 static inline void sqenv_fini(struct sqenv *e)

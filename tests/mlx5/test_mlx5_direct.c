@@ -541,7 +541,7 @@ int main(void)
 	}
 	blen = ep->obj.ia->dev->qp_local_blob(ep, blob, sizeof(blob));
 	CHECK(ep->obj.ia->dev->qp_connect(ep, blob, blen));
-	atomic_store(&ep->state, DAT_EP_STATE_CONNECTED);
+	zd_ep_set_state(ep, DAT_EP_STATE_CONNECTED);
 	e.l = (DAT_LMR_TRIPLET){ .lmr_context = 0x7000, .virtual_address = (uintptr_t)&src,
 				 .segment_length = sizeof(src) };
 	e.r = (DAT_RMR_TRIPLET){ .rmr_context = 0x7001, .virtual_address = (uintptr_t)&dst,

@@ -116,11 +116,11 @@ static void fast_vs_general(uint8_t opcode, uint32_t max_inline, uint32_t bf_siz
 			cr_assert_eq(qp->sq.unsig, b.sqp->unsig);
 			cr_assert_eq(a.dbrec, b.dbrec);
 			cr_assert_eq(a.dbrec, htobe32(qp->sq.pi & 0xffff));
-			cr_assert_eq(qp->sq.bf_off, b.sqp->bf_off);
+			cr_assert_eq(zd_mlx5_sq_bf_off(&qp->sq), zd_mlx5_sq_bf_off(b.sqp));
 			cr_assert_eq(memcmp(a.bf, b.bf, bf_size ? 2 * bf_size : 64), 0,
 				     "same BlueFlame (or 8-byte doorbell) write");
 			if (bf_size && (qp->sq.pi - pi) == 1)
-				cr_assert_eq(memcmp(a.bf + (qp->sq.bf_off ^ bf_size),
+				cr_assert_eq(memcmp(a.bf + (zd_mlx5_sq_bf_off(&qp->sq) ^ bf_size),
 						    a.buf + blk, 64), 0,
 					     "the BlueFlame copy is the WQE");
 			/* the device completes it: room again */

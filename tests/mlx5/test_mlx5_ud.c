@@ -186,7 +186,7 @@ Test(mlx5_ud, wqe_bytes_flags_and_wraparound)
 			for (int it = 0; it < 300; it++) {
 				size_t fs = (size_t)it % (sizeof(flagsets) / sizeof(flagsets[0]));
 				DAT_LMR_TRIPLET iov[5];
-				uint32_t n = rand_r(&seed) % 6, pi = qp->sq.pi, off0 = qp->sq.bf_off;
+				uint32_t n = rand_r(&seed) % 6, pi = qp->sq.pi, off0 = zd_mlx5_sq_bf_off(&qp->sq);
 				uint32_t total = 0, nbb;
 				const struct zd_mlx5_sq_wr *wr;
 				bool event;
