@@ -108,9 +108,26 @@ zd_ep_post_rdma_write_imm_entry(DAT_EP_HANDLE h, DAT_COUNT n, const DAT_LMR_TRIP
 				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, uint32_t imm,
 				DAT_COMPLETION_FLAGS flags, zd_device_post_rdma_write_imm_fn *post)
 {
-	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+	struct zd_ep *ep;
 
-	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n)) &&
+	/* A device's instance: its latency shape (zd_request_fast1), the rest
+	 * checked. */
+	if (post) {
+		ep = zd_obj_slot(h, ZD_OBJ_EP);
+		if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast1(ep, n, iov, flags) != NULL) &&
+		    ZD_LIKELY(remote != NULL)) {
+			DAT_RETURN ret = post(ep, 1, iov, cookie, remote, imm,
+					      DAT_COMPLETION_DEFAULT_FLAG);
+
+			if (ZD_LIKELY(ret == DAT_SUCCESS))
+				zd_count_ep_post_bytes(&ep->cnt, ZD_POST_WRITE_IMM,
+						       iov->segment_length);
+			return ret;
+		}
+		return zd_ep_post_rdma_write_imm(h, n, iov, cookie, remote, imm, flags);
+	}
+	ep = zd_obj_get(h, ZD_OBJ_EP);
+	if (ZD_LIKELY(ep != NULL) &&
 	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
 					 zd_rdma_iov_max(ep, ep->attr.max_rdma_write_iov),
 					 flags) &&
@@ -142,8 +159,29 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_atomic_entry(DAT_EP_HANDLE h, DAT_
 							   DAT_COMPLETION_FLAGS flags,
 							   zd_device_post_atomic_fn *post)
 {
-	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+	const enum zd_ep_post_kind kind =
+		op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP ? ZD_POST_CMP_SWAP : ZD_POST_FETCH_ADD;
+	struct zd_ep *ep;
 
+	/* A device's instance: its latency shape (zd_request_fast1), the rest
+	 * checked. */
+	if (post) {
+		ep = zd_obj_slot(h, ZD_OBJ_EP);
+		if (ZD_LIKELY(ep != NULL) &&
+		    ZD_LIKELY(zd_request_fast1(ep, 1, local, flags) != NULL) &&
+		    ZD_LIKELY(remote != NULL && local->segment_length >= ZD_ATOMIC_BYTES &&
+			      remote->virtual_address % ZD_ATOMIC_BYTES == 0 &&
+			      remote->segment_length >= ZD_ATOMIC_BYTES)) {
+			DAT_RETURN ret = post(ep, op, local, cookie, remote, operand, swap,
+					      DAT_COMPLETION_DEFAULT_FLAG);
+
+			if (ZD_LIKELY(ret == DAT_SUCCESS))
+				zd_count_ep_post_op(&ep->cnt, kind);
+			return ret;
+		}
+		return zd_ep_post_atomic(h, op, local, cookie, remote, operand, swap, flags);
+	}
+	ep = zd_obj_get(h, ZD_OBJ_EP);
 	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_ok(ep, 1, local, 1, flags)) &&
 	    ZD_LIKELY(remote != NULL && local->segment_length >= ZD_ATOMIC_BYTES &&
 		      remote->virtual_address % ZD_ATOMIC_BYTES == 0 &&
@@ -154,10 +192,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_atomic_entry(DAT_EP_HANDLE h, DAT_
 			DAT_RETURN ret = fn(ep, op, local, cookie, remote, operand, swap, flags);
 
 			if (ZD_LIKELY(ret == DAT_SUCCESS))
-				zd_count_ep_post_op(&ep->cnt,
-						    op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP
-							    ? ZD_POST_CMP_SWAP
-							    : ZD_POST_FETCH_ADD);
+				zd_count_ep_post_op(&ep->cnt, kind);
 			return ret;
 		}
 	}

@@ -458,15 +458,27 @@ static __attribute__((noinline)) DAT_RETURN post_atomic_flags(struct zd_ep *ep, 
 	return post_atomic_wqe(ep, op, local, cookie, remote, operand, swap, flags);
 }
 
+/* The default completion flags (the latency case): the one-block builder
+ * (zd_mlx5_sq_put_atomic1), the same bytes as post_atomic_wqe's. */
 static ZD_ALWAYS_INLINE DAT_RETURN post_atomic(struct zd_ep *ep, DAT_DTOS op,
 					       const DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
 					       const DAT_RMR_TRIPLET *remote, uint64_t operand,
 					       uint64_t swap, DAT_COMPLETION_FLAGS flags)
 {
-	if (ZD_LIKELY(flags == DAT_COMPLETION_DEFAULT_FLAG))
-		return post_atomic_wqe(ep, op, local, cookie, remote, operand, swap,
-				       DAT_COMPLETION_DEFAULT_FLAG);
-	return post_atomic_flags(ep, op, local, cookie, remote, operand, swap, flags);
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+	const bool cas = op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP;
+	const uint32_t pi = qp->sq.pi;
+
+	if (ZD_UNLIKELY(flags != DAT_COMPLETION_DEFAULT_FLAG))
+		return post_atomic_flags(ep, op, local, cookie, remote, operand, swap, flags);
+	if (ZD_UNLIKELY(!zd_mlx5_sq_room1(&qp->sq, pi)))
+		return ZD_MLX5_SQ_FULL;
+	zd_mlx5_sq_put_atomic1(&qp->sq, pi, cas ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA,
+			       remote, cas ? swap : operand, cas ? operand : 0, local, cookie, op,
+			       (uint8_t)(zd_mlx5_wr_flags(op, true) |
+					 (qp->atomic_be ? ZD_MLX5_WR_SWAP64 : 0)),
+			       true);
+	return DAT_SUCCESS;
 }
 
 DAT_RETURN zd_mlx5_post_atomic(struct zd_ep *ep, DAT_DTOS op, const DAT_LMR_TRIPLET *local,

@@ -129,7 +129,7 @@ struct zd_mlx5_sq {
 	uint32_t inl1_send;
 	/* The control segment's first word for each opcode of the one-block
 	 * path but its WQE index and ds, prebuilt (zd_mlx5_sq_set_heads). */
-	uint64_t ctrl_head[3];
+	uint64_t ctrl_head[5];
 	uint32_t unsig;               /* unsignaled WQEs since the last forced CQE */
 	uint32_t unsig_max;           /* force CQ_UPDATE after this many */
 	struct zd_mlx5_sq_wr *wr;     /* wqe_cnt entries */
@@ -578,13 +578,20 @@ static ZD_ALWAYS_INLINE void zd_mlx5_set_ctrl64(void *ctrl, uint32_t pi, uint8_t
  */
 static ZD_ALWAYS_INLINE unsigned zd_mlx5_ctrl_head_of(uint8_t opcode)
 {
-	return opcode == MLX5_OPCODE_SEND ? 0 : opcode == MLX5_OPCODE_RDMA_WRITE ? 1 : 2;
+	switch (opcode) {
+	case MLX5_OPCODE_SEND:           return 0;
+	case MLX5_OPCODE_RDMA_WRITE:     return 1;
+	case MLX5_OPCODE_RDMA_WRITE_IMM: return 2;
+	case MLX5_OPCODE_ATOMIC_FA:      return 3;
+	default:                         return 4;  /* MLX5_OPCODE_ATOMIC_CS */
+	}
 }
 
 static inline void zd_mlx5_sq_set_heads(struct zd_mlx5_sq *sq)
 {
 	static const uint8_t ops[] = { MLX5_OPCODE_SEND, MLX5_OPCODE_RDMA_WRITE,
-				       MLX5_OPCODE_RDMA_WRITE_IMM };
+				       MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_ATOMIC_FA,
+				       MLX5_OPCODE_ATOMIC_CS };
 
 	_Static_assert(ZD_ARRAY_SIZE(ops) == ZD_ARRAY_SIZE(((struct zd_mlx5_sq *)0)->ctrl_head),
 		       "a head per one-block opcode");
@@ -666,6 +673,39 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_put_inl1(struct zd_mlx5_sq *sq, uint32_t
 	((struct mlx5_wqe_inl_data_seg *)seg)->byte_count = htobe32(len | MLX5_INLINE_SEG);
 	zd_mlx5_copy_small(seg + sizeof(struct mlx5_wqe_inl_data_seg), src, len);
 	zd_mlx5_sq_doorbell1(sq, wqe, pi + 1);
+}
+
+/*
+ * The one block of an atomic (zdapl_mlx5_post.c's post_atomic: ctrl,
+ * raddr, the atomic segment with its operands big-endian, one 8-byte data
+ * segment for the old value): the bytes of the general builder for it,
+ * without its loops and geometry.  Room checked by the caller (room1).
+ * @flags: its ZD_MLX5_WR_* but WR_SIGNALED; @signal: ask for its CQE.
+ */
+static ZD_ALWAYS_INLINE void zd_mlx5_sq_put_atomic1(struct zd_mlx5_sq *sq, uint32_t pi,
+						    uint8_t opcode, const DAT_RMR_TRIPLET *remote,
+						    uint64_t swap_add, uint64_t compare,
+						    const DAT_LMR_TRIPLET *local,
+						    DAT_DTO_COOKIE cookie, DAT_DTOS op, uint8_t flags,
+						    bool signal)
+{
+	const uint32_t ds = 4;
+	bool signaled = signal;
+	uint8_t *wqe;
+
+	if (!signaled)
+		signaled = zd_mlx5_sq_unsig_full(sq);
+	zd_mlx5_sq_wr_set(&sq->wr[pi & sq->mask], cookie, 8, op, pi, 1,
+			  (uint8_t)(flags | (signaled ? ZD_MLX5_WR_SIGNALED : 0)));
+	wqe = zd_mlx5_sq_bb(sq, pi);
+	zd_mlx5_set_ctrl64_head(sq, wqe, pi, opcode, ds, signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0, 0);
+	zd_mlx5_set_raddr((void *)(wqe + 16), remote->virtual_address, remote->rmr_context);
+	zd_mlx5_set_atomic((void *)(wqe + 32), swap_add, compare);
+	zd_mlx5_set_dseg((void *)(wqe + 48), local->virtual_address, 8, local->lmr_context);
+	if (ZD_LIKELY(sq->bf_size))
+		zd_mlx5_sq_doorbell1(sq, wqe, pi + 1);
+	else
+		zd_mlx5_sq_doorbell(sq, 1);
 }
 
 /* zd_mlx5_sq_put_inl1 with its room check; false (nothing written) when
