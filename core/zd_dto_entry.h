@@ -77,15 +77,26 @@ static ZD_ALWAYS_INLINE bool zd_request_fast_ok(const struct zd_ep *ep, DAT_COUN
  * dto_qp says at once).  ((n - 1) | flags) == 0 is one test of the first
  * two.  Anything else goes to the checked path, which names the error.
  */
-static ZD_ALWAYS_INLINE void *zd_request_fast1(struct zd_ep *ep, DAT_COUNT n,
-					       const DAT_LMR_TRIPLET *iov,
-					       DAT_COMPLETION_FLAGS flags)
+static ZD_ALWAYS_INLINE bool zd_request_shape1(DAT_COUNT n, DAT_COMPLETION_FLAGS flags)
 {
-	if (ZD_UNLIKELY(((uint32_t)n - 1u) | (uint32_t)flags) || ZD_UNLIKELY(iov == NULL))
+	return !(((uint32_t)n - 1u) | (uint32_t)flags);
+}
+
+/* ... the same, the shape known: the QP, for a segment array. */
+static ZD_ALWAYS_INLINE void *zd_request_qp1(struct zd_ep *ep, const DAT_LMR_TRIPLET *iov)
+{
+	if (ZD_UNLIKELY(iov == NULL))
 		return NULL;
 	/* acquire: pairs with zd_ep_dto_refresh's release (x86: a plain
 	 * load). */
 	return atomic_load_explicit(&ep->dto_qp, memory_order_acquire);
+}
+
+static ZD_ALWAYS_INLINE void *zd_request_fast1(struct zd_ep *ep, DAT_COUNT n,
+					       const DAT_LMR_TRIPLET *iov,
+					       DAT_COMPLETION_FLAGS flags)
+{
+	return ZD_LIKELY(zd_request_shape1(n, flags)) ? zd_request_qp1(ep, iov) : NULL;
 }
 
 /* The checked paths (core/zd_dto.c): every check, then the device's op. */

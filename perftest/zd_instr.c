@@ -7,6 +7,12 @@
  *       zd_instr [-P ia_name] [-n iters] [-o write|imm|faa|send]
  *                                               (tools/instr_count.sh runs it)
  *
+ * -o unsig counts a bandwidth loop's writes: each pass posts ZD_INSTR_BATCH
+ * writes, all but the last with DAT_COMPLETION_SUPPRESS_FLAG, and polls the
+ * last one's completion (the device's moderation CQEs included), so the
+ * counts divided by ZD_INSTR_BATCH are the cost of one write of such a
+ * stream (tools/instr_count.sh does).
+ *
  * -o imm and -o faa count an IB extension instead: an 8-byte RDMA write
  * with immediate data (the target's receive posted and its completion
  * taken uncounted) or a fetch-and-add of 1 on the 8-byte word, posted
@@ -47,6 +53,7 @@
 #include <valgrind/callgrind.h>
 
 #define COOKIE_MAGIC 0x5a44494e53545231ull   /* "ZDINSTR1" */
+#define ZD_INSTR_BATCH 16                     /* -o unsig: writes per signalled one */
 
 static void die(const char *what, DAT_RETURN ret)
 {
@@ -97,7 +104,7 @@ static DAT_RETURN ext_op(DAT_HANDLE h, DAT_EXTENDED_OP op, ...)
 	return ret;
 }
 
-enum instr_op { OP_WRITE, OP_IMM, OP_FAA, OP_SEND };
+enum instr_op { OP_WRITE, OP_IMM, OP_FAA, OP_SEND, OP_UNSIG };
 
 int main(int argc, char **argv)
 {
@@ -119,8 +126,10 @@ int main(int argc, char **argv)
 			op = OP_FAA;
 		else if (opt == 'o' && !strcmp(optarg, "send"))
 			op = OP_SEND;
+		else if (opt == 'o' && !strcmp(optarg, "unsig"))
+			op = OP_UNSIG;
 		else {
-			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters] [-o write|imm|faa|send]\n");
+			fprintf(stderr, "usage: zd_instr [-P ia_name] [-n iters] [-o write|imm|faa|send|unsig]\n");
 			return 2;
 		}
 	}
@@ -184,7 +193,8 @@ int main(int argc, char **argv)
 			      .segment_length = sizeof(dst) };
 	DAT_DTO_COOKIE cookie = { .as_64 = COOKIE_MAGIC };
 	unsigned long empty = 0, faas = 0;
-	const DAT_EVENT_NUMBER want_ev = op == OP_WRITE || op == OP_SEND ? DAT_DTO_COMPLETION_EVENT :
+	const DAT_EVENT_NUMBER want_ev = op == OP_WRITE || op == OP_SEND || op == OP_UNSIG ?
+						 DAT_DTO_COMPLETION_EVENT :
 				       (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT;
 
 	/* Warm up (caches, lazy binding, first-touch) uncounted, then one
@@ -206,6 +216,15 @@ int main(int argc, char **argv)
 			if (op == OP_WRITE)
 				ret = DAT_EP_POST_RDMA_WRITE(a.ep, 1, &l, cookie, &r,
 							     DAT_COMPLETION_DEFAULT_FLAG);
+			else if (op == OP_UNSIG)
+				for (int k = 0; k < ZD_INSTR_BATCH; k++) {
+					ret = DAT_EP_POST_RDMA_WRITE(
+						a.ep, 1, &l, cookie, &r,
+						k < ZD_INSTR_BATCH - 1 ? DAT_COMPLETION_SUPPRESS_FLAG
+								       : DAT_COMPLETION_DEFAULT_FLAG);
+					if (ret != DAT_SUCCESS)
+						break;
+				}
 			else if (op == OP_SEND)
 				ret = DAT_EP_POST_SEND(a.ep, 1, &l, cookie, DAT_COMPLETION_DEFAULT_FLAG);
 			else if (op == OP_IMM)

@@ -8,7 +8,10 @@
 # ZD_INSTR_OP=imm or faa counts an IB extension instead of the write: an
 # 8-byte RDMA write with immediate data, or a fetch-and-add, posted through
 # dat_extension_op's path into the provider (zd_instr -o); ZD_INSTR_OP=send
-# an 8-byte send, polling both its completion and its receive's.
+# an 8-byte send, polling both its completion and its receive's;
+# ZD_INSTR_OP=unsig one write of a bandwidth loop's stream: 16 writes, 15
+# of them DAT_COMPLETION_SUPPRESS_FLAG, per completion polled (the counts
+# are per write).
 #
 # Counts libzdapl's own instructions (libdat2's dispatch, the application's
 # calls and callgrind's toggles are outside it); the software NIC's work
@@ -26,8 +29,11 @@ write) what="8-byte RDMA write" ;;
 imm) what="8-byte RDMA write with immediate data" ;;
 faa) what="fetch-and-add" ;;
 send) what="8-byte send (its receive's completion counted with the poll)" ;;
-*) echo "instr_count: ZD_INSTR_OP is write, imm, faa or send" >&2; exit 2 ;;
+unsig) what="8-byte RDMA write of a stream, 15 in 16 unsignalled" ;;
+*) echo "instr_count: ZD_INSTR_OP is write, imm, faa, send or unsig" >&2; exit 2 ;;
 esac
+per=1
+[ "$op" = unsig ] && per=16   # perftest/zd_instr.c ZD_INSTR_BATCH
 
 command -v valgrind >/dev/null || { echo "instr_count: valgrind not installed" >&2; exit 77; }
 tmp=$(mktemp -d)
@@ -47,9 +53,9 @@ for ia in "$@"; do
 	}
 	empty=$(echo "$out" | sed -n 's/.*empty_dequeues=\([0-9]*\).*/\1/p')
 	# Dumps of thread 1: 1 the posts, 2 the dequeues, 3 empty dequeues.
-	awk -v ia="$ia" -v n="$iters" -v post="$(zdapl 1)" -v poll="$(zdapl 2)" \
+	awk -v ia="$ia" -v n="$((iters * per))" -v m="$iters" -v post="$(zdapl 1)" -v poll="$(zdapl 2)" \
 	    -v idle="$(zdapl 3)" -v empty="$empty" -v what="$what" 'BEGIN {
-		per_empty = idle / n
+		per_empty = idle / m
 		p = post / n
 		q = (poll - empty * per_empty) / n
 		printf "%s: %.0f instructions in zdapl per %s: post %.0f + " \

@@ -256,44 +256,99 @@ DAT_RETURN zd_mlx5_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_
 /*
  * ... and the DAT entries with them inlined (zd_device_ops.dat_entries).
  * The latency case -- one segment from the LMR the last inline post
- * checked (inl_src_memo_ok), default flags, room in the SQ -- from the
- * handle check to the doorbell in line; every other call, errors
- * included, goes on with the entry's own arguments to the same entry
- * with the device's op inlined (a tail call: the fast path keeps no
- * registers for it, so it saves none).
+ * checked (inl_src_memo_ok), default flags, room in the SQ -- goes from
+ * the handle check to the doorbell in line (dat_post_inl1); so does, one
+ * call further, the bandwidth loops' unsignalled post (SUPPRESS: no CQE
+ * unless moderation asks for one, nothing to do at completion time).
+ * Every other call, errors included, goes on with the entry's own
+ * arguments to the same entry with the device's op inlined: a tail call,
+ * so the fast path keeps no registers for it.
  */
-static __attribute__((noinline)) DAT_RETURN dat_post_send_other(DAT_EP_HANDLE h, DAT_COUNT n,
-								DAT_LMR_TRIPLET *iov,
-								DAT_DTO_COOKIE cookie,
-								DAT_COMPLETION_FLAGS flags)
-{
-	return zd_ep_post_send_entry(h, n, iov, cookie, flags, post_send);
-}
+typedef DAT_RETURN dat_post_fn(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+			       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			       DAT_COMPLETION_FLAGS flags);
 
-DAT_RETURN zd_mlx5_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-				 DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+/* One segment on @ep (a slot of the EP zone), completion flags @want:
+ * @rdma: an RDMA write (else a send, @remote unused); @other: everything
+ * else, with the same arguments. */
+static ZD_ALWAYS_INLINE DAT_RETURN dat_post_inl1(struct zd_ep *ep, DAT_LMR_TRIPLET *iov,
+						 DAT_DTO_COOKIE cookie,
+						 const DAT_RMR_TRIPLET *remote, bool rdma,
+						 DAT_COMPLETION_FLAGS want, dat_post_fn *other)
 {
-	struct zd_ep *ep = zd_obj_slot(h, ZD_OBJ_EP);
-	struct zd_mlx5_qp *qp;
+	struct zd_mlx5_qp *qp = zd_request_qp1(ep, iov);
 
-	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY((qp = zd_request_fast1(ep, n, iov, flags)) != NULL)) {
+	if (ZD_LIKELY(qp != NULL) && ZD_LIKELY(!rdma || remote != NULL)) {
 		/* The segment read once (the stores below may alias it). */
 		const uint32_t len = iov->segment_length, lkey = iov->lmr_context;
 		const uint64_t addr = iov->virtual_address;
 		uint32_t pi;
 
-		if (ZD_LIKELY(len - 1u < qp->sq.inl1_send) && inl_src_memo_in(qp, lkey, addr, len) &&
+		if (ZD_LIKELY(len - 1u < (rdma ? qp->sq.inl1_rdma : qp->sq.inl1_send)) &&
+		    inl_src_memo_in(qp, lkey, addr, len) &&
 		    ZD_LIKELY(zd_mlx5_sq_room1(&qp->sq, pi = qp->sq.pi))) {
 			/* Counted first: the EP is not needed after. */
-			zd_count_ep_post_bytes(&ep->cnt, ZD_POST_SEND, len);
-			zd_mlx5_sq_put_inl1(&qp->sq, pi, MLX5_OPCODE_SEND, 0, false, NULL,
-					    (const void *)(uintptr_t)addr, len, cookie,
-					    DAT_DTO_SEND, true, 0);
+			zd_count_ep_post_bytes(&ep->cnt, rdma ? ZD_POST_WRITE : ZD_POST_SEND, len);
+			zd_mlx5_sq_put_inl1(&qp->sq, pi,
+					    rdma ? MLX5_OPCODE_RDMA_WRITE : MLX5_OPCODE_SEND, 0,
+					    rdma, remote, (const void *)(uintptr_t)addr, len,
+					    cookie, rdma ? DAT_DTO_RDMA_WRITE : DAT_DTO_SEND,
+					    want == DAT_COMPLETION_DEFAULT_FLAG, 0);
 			return DAT_SUCCESS;
 		}
-		return dat_post_send_other(h, 1, iov, cookie, DAT_COMPLETION_DEFAULT_FLAG);
 	}
-	return dat_post_send_other(h, n, iov, cookie, flags);
+	return other(ep, 1, iov, cookie, remote, want);
+}
+
+/* The entries: the default flags in line, SUPPRESS one jump away (the
+ * handle checked once; its arguments where they came, in the registers
+ * they came in), the rest to @other. */
+static ZD_ALWAYS_INLINE DAT_RETURN dat_post_entry(DAT_EP_HANDLE h, DAT_COUNT n,
+						  DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+						  const DAT_RMR_TRIPLET *remote,
+						  DAT_COMPLETION_FLAGS flags, bool rdma,
+						  dat_post_fn *other, dat_post_fn *suppressed)
+{
+	struct zd_ep *ep = zd_obj_slot(h, ZD_OBJ_EP);
+
+	if (ZD_LIKELY(ep != NULL)) {
+		if (ZD_LIKELY(zd_request_shape1(n, flags)))
+			return dat_post_inl1(ep, iov, cookie, remote, rdma,
+					     DAT_COMPLETION_DEFAULT_FLAG, other);
+		if (n == 1 && flags == DAT_COMPLETION_SUPPRESS_FLAG)
+			return suppressed(ep, n, iov, cookie, remote, flags);
+	}
+	return other(h, n, iov, cookie, remote, flags);
+}
+
+static __attribute__((noinline)) DAT_RETURN dat_post_send_other(DAT_EP_HANDLE h, DAT_COUNT n,
+								DAT_LMR_TRIPLET *iov,
+								DAT_DTO_COOKIE cookie,
+								const DAT_RMR_TRIPLET *remote,
+								DAT_COMPLETION_FLAGS flags)
+{
+	(void)remote;
+	return zd_ep_post_send_entry(h, n, iov, cookie, flags, post_send);
+}
+
+/* (@h: an EP slot, @n 1, @flags SUPPRESS; noipa: kept with the entry's
+ * signature, so the entry jumps here with its registers as they are) */
+static __attribute__((noipa)) DAT_RETURN dat_post_send_suppressed(DAT_EP_HANDLE h, DAT_COUNT n,
+								     DAT_LMR_TRIPLET *iov,
+								     DAT_DTO_COOKIE cookie,
+								     const DAT_RMR_TRIPLET *remote,
+								     DAT_COMPLETION_FLAGS flags)
+{
+	(void)n, (void)flags;
+	return dat_post_inl1(h, iov, cookie, remote, false, DAT_COMPLETION_SUPPRESS_FLAG,
+			     dat_post_send_other);
+}
+
+DAT_RETURN zd_mlx5_dat_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				 DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
+{
+	return dat_post_entry(h, n, iov, cookie, NULL, flags, false, dat_post_send_other,
+			      dat_post_send_suppressed);
 }
 
 static __attribute__((noinline)) DAT_RETURN dat_post_rdma_write_other(DAT_EP_HANDLE h, DAT_COUNT n,
@@ -305,34 +360,22 @@ static __attribute__((noinline)) DAT_RETURN dat_post_rdma_write_other(DAT_EP_HAN
 	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
 }
 
+static __attribute__((noipa)) DAT_RETURN
+dat_post_rdma_write_suppressed(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+			       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+			       DAT_COMPLETION_FLAGS flags)
+{
+	(void)n, (void)flags;
+	return dat_post_inl1(h, iov, cookie, remote, true, DAT_COMPLETION_SUPPRESS_FLAG,
+			     dat_post_rdma_write_other);
+}
+
 DAT_RETURN zd_mlx5_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				       DAT_COMPLETION_FLAGS flags)
 {
-	struct zd_ep *ep = zd_obj_slot(h, ZD_OBJ_EP);
-	struct zd_mlx5_qp *qp;
-
-	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY((qp = zd_request_fast1(ep, n, iov, flags)) != NULL) &&
-	    ZD_LIKELY(remote != NULL)) {
-		/* The segment read once (the stores below may alias it). */
-		const uint32_t len = iov->segment_length, lkey = iov->lmr_context;
-		const uint64_t addr = iov->virtual_address;
-		uint32_t pi;
-
-		if (ZD_LIKELY(len - 1u < qp->sq.inl1_rdma) && inl_src_memo_in(qp, lkey, addr, len) &&
-		    ZD_LIKELY(zd_mlx5_sq_room1(&qp->sq, pi = qp->sq.pi))) {
-			/* Counted first: the EP is not needed after. */
-			zd_count_ep_post_bytes(&ep->cnt, ZD_POST_WRITE, len);
-			zd_mlx5_sq_put_inl1(&qp->sq, pi, MLX5_OPCODE_RDMA_WRITE, 0, true, remote,
-					    (const void *)(uintptr_t)addr, len, cookie,
-					    DAT_DTO_RDMA_WRITE, true, 0);
-			return DAT_SUCCESS;
-		}
-		/* (the shape known: fewer registers to keep for the call) */
-		return dat_post_rdma_write_other(h, 1, iov, cookie, remote,
-						 DAT_COMPLETION_DEFAULT_FLAG);
-	}
-	return dat_post_rdma_write_other(h, n, iov, cookie, remote, flags);
+	return dat_post_entry(h, n, iov, cookie, remote, flags, true, dat_post_rdma_write_other,
+			      dat_post_rdma_write_suppressed);
 }
 
 DAT_RETURN zd_mlx5_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
