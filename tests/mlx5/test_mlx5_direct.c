@@ -16,6 +16,10 @@
  *    order, none lost, and every foreign event that happened before a
  *    completion (it was posted before the NIC wrote the CQE) dequeued
  *    before it.
+ *  - the device's own write entry: its one-load test of the EP (dto_qp)
+ *    follows the EP's state and a freed EP, what it refuses gets core's
+ *    errors and writes nothing, and an unsignalled write costs nothing at
+ *    completion (the next signalled write's CQE retires it).
  * All of it twice: through core's dat_evd_dequeue (the ring, then the
  * device's cq_poll_one) and through the mlx5 device's own entry in the
  * provider table (its poll first, the ring when the CQ is empty).
@@ -67,7 +71,7 @@ static void die(const char *what, DAT_RETURN ret)
 MLX5_PLAIN_BACKEND_REGISTER(T_DEV, "mlx5 direct-poll test (plain memory)")
 
 /* Executes the doorbells rung since the last call: a requester CQE for
- * each WQE (every one asked for a completion). */
+ * each WQE that asked for one (CQ_UPDATE), as a NIC does. */
 static void nic_run(void)
 {
 	struct bqp *q = the_qp;
@@ -83,6 +87,10 @@ static void nic_run(void)
 			(void *)(c->buf + (size_t)(c->hw_pi & (c->cqe_cnt - 1)) * 64);
 		uint8_t owner = !!(c->hw_pi & c->cqe_cnt);
 
+		if (!(ctrl->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE)) {
+			q->hw_ci += nbb;
+			continue;
+		}
 		memset(cqe, 0, 63);
 		cqe->sop_drop_qpn = htobe32(q->qpn);
 		cqe->wqe_counter = htobe16(idx);
@@ -355,6 +363,93 @@ static void test_overflow_first(struct env *e)
 	EXPECT(ring_tail(e->evd->ring) == tail0, "the direct path was not taken after the spill");
 }
 
+/*
+ * The device's own write entry (the provider table's, zd_mlx5_post.c),
+ * whose one test of the EP is a load of its dto_qp: it follows the EP's
+ * state, and every call it does not take gets core's error and writes no
+ * WQE.  An unsignalled (SUPPRESS) write takes its one-block path with no
+ * CQ_UPDATE and costs nothing at completion: the next signalled write's
+ * CQE retires both.
+ */
+static void test_entry(struct env *e, struct zd_ep *ep, const DAT_PROVIDER *prov)
+{
+	struct zd_mlx5_qp *qp = ep->dev_priv;
+	DAT_RETURN (*post)(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+			   const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS) =
+		prov->ep_post_rdma_write_func;
+	DAT_DTO_COOKIE c801 = { .as_64 = 801 }, c802 = { .as_64 = 802 }, c803 = { .as_64 = 803 };
+	const struct mlx5_wqe_ctrl_seg *ctrl;
+	DAT_EVENT ev;
+	uint32_t pi;
+
+	EXPECT(post == zd_mlx5_dat_post_rdma_write, "not the mlx5 write entry");
+	src = 801;
+	EXPECT(post(e->ep_h, 1, &e->l, c801, &e->r, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS,
+	       "write");
+	nic_run();
+	EXPECT(dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 801), "its event");
+
+	zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
+	EXPECT(atomic_load(&ep->dto_qp) == NULL, "dto_qp set on a disconnected EP");
+	pi = qp->sq.pi;
+	EXPECT(post(e->ep_h, 1, &e->l, c801, &e->r, DAT_COMPLETION_DEFAULT_FLAG) ==
+	       DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED),
+	       "write on a disconnected EP");
+	EXPECT(qp->sq.pi == pi, "a refused write wrote a WQE");
+	zd_ep_set_state(ep, DAT_EP_STATE_CONNECTED);
+	EXPECT(atomic_load(&ep->dto_qp) == qp, "dto_qp not back on reconnection");
+
+	/* what the fast test refuses gets the errors of core's checks */
+	EXPECT(post(e->req_evd, 1, &e->l, c801, &e->r, 0) ==
+	       DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP), "an EVD handle");
+	EXPECT(post(e->ep_h, -1, &e->l, c801, &e->r, 0) ==
+	       DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2), "n -1");
+	EXPECT(post(e->ep_h, 1, NULL, c801, &e->r, 0) ==
+	       DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3), "no segment array");
+	EXPECT(post(e->ep_h, 1, &e->l, c801, NULL, 0) ==
+	       DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5), "no remote segment");
+	EXPECT(post(e->ep_h, 1, &e->l, c801, &e->r, 0x40000) ==
+	       DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6), "unknown flags");
+	EXPECT(qp->sq.pi == pi, "a refused write wrote a WQE");
+
+	src = 802;
+	EXPECT(post(e->ep_h, 1, &e->l, c802, &e->r, DAT_COMPLETION_SUPPRESS_FLAG) == DAT_SUCCESS,
+	       "unsignalled write");
+	ctrl = zd_mlx5_sq_bb(&qp->sq, pi);
+	EXPECT(qp->sq.pi == pi + 1 && !(ctrl->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) &&
+	       qp->sq.wr[pi & qp->sq.mask].flags == 0 && qp->sq.wr[pi & qp->sq.mask].next_ci == pi + 1,
+	       "the unsignalled write's WQE and bookkeeping");
+	src = 803;
+	EXPECT(post(e->ep_h, 1, &e->l, c803, &e->r, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS,
+	       "signalled write");
+	nic_run();
+	EXPECT(dequeue(e->req_evd, &ev) == DAT_SUCCESS && is_write(e, &ev, 803),
+	       "the signalled write's event, and only it");
+	EXPECT(atomic_load(&qp->sq.ci) == pi + 2, "its CQE retired both");
+	EXPECT(DAT_GET_TYPE(dequeue(e->req_evd, &ev)) == DAT_QUEUE_EMPTY, "no other event");
+}
+
+/* A freed EP's handle: its dto_qp was cleared first, so the device's entry,
+ * which checks no magic, refuses it as core does. */
+static void test_entry_freed(struct env *e, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
+			     DAT_EVD_HANDLE conn_evd, const DAT_PROVIDER *prov)
+{
+	DAT_EP_HANDLE h;
+	struct zd_ep *ep;
+	uint8_t blob[ZD_QP_BLOB_MAX];
+	DAT_DTO_COOKIE c = { .as_64 = 901 };
+
+	CHECK(zd_ep_create(e->ia, pz, recv_evd, e->req_evd, conn_evd, NULL, &h));
+	ep = zd_obj_get(h, ZD_OBJ_EP);
+	CHECK(ep->obj.ia->dev->qp_connect(ep, blob,
+					  ep->obj.ia->dev->qp_local_blob(ep, blob, sizeof(blob))));
+	zd_ep_set_state(ep, DAT_EP_STATE_CONNECTED);
+	EXPECT(atomic_load(&ep->dto_qp) != NULL, "a connected EP has no dto_qp");
+	CHECK(zd_ep_free(h));
+	EXPECT(prov->ep_post_rdma_write_func(h, 1, &e->l, c, &e->r, 0) ==
+	       DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP), "a freed EP's handle");
+}
+
 /* A disabled EVD still hands out what it has (dat_evd_disable(3DAT) only
  * stops notification); the direct path must not change that. */
 static void test_disabled(struct env *e)
@@ -561,7 +656,9 @@ int main(void)
 		test_disabled(&e);
 		test_qp_cache(&e, ep);
 		test_race(&e);
+		test_entry(&e, ep, prov);
 	}
+	test_entry_freed(&e, pz, recv_evd, conn_evd, prov);
 
 	CHECK(zd_ia_close(e.ia, DAT_CLOSE_ABRUPT_FLAG));
 	if (failures) {

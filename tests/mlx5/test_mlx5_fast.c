@@ -7,6 +7,13 @@
  *    doorbell record and BlueFlame copy as the general builder, for every
  *    length around the inline limits, every completion flag set, and WQEs at
  *    every position of a 4-block ring;
+ *  - the prebuilt control-segment heads (zd_mlx5_set_ctrl64_head) give
+ *    zd_mlx5_set_ctrl's bytes for every opcode of the one-block paths, WQE
+ *    index, ds, fm_ce_se and immediate;
+ *  - an atomic's one-block builder (zd_mlx5_sq_put_atomic1) writes the
+ *    general builder's WQE, bookkeeping, doorbell record and BlueFlame
+ *    copy for fetch-and-add and compare-and-swap, signalled or not, with
+ *    and without the big-endian old value's flag, at every ring position;
  *  - cq_poll's one-requester-CQE path and its general loop give the same
  *    events for mixed CQE sequences under every budget.
  */
@@ -148,6 +155,115 @@ Test(mlx5, fast_send_matches_golden_and_general)
 	fast_vs_general(MLX5_OPCODE_SEND, 64, 256);
 	fast_vs_general(MLX5_OPCODE_SEND, 20, 64);
 	fast_vs_general(MLX5_OPCODE_SEND, 64, 0);
+}
+
+Test(mlx5, prebuilt_ctrl_heads_match_set_ctrl)
+{
+	static const uint8_t ops[] = { MLX5_OPCODE_SEND, MLX5_OPCODE_RDMA_WRITE,
+				       MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_ATOMIC_FA,
+				       MLX5_OPCODE_ATOMIC_CS };
+	static const uint32_t pis[] = { 0, 1, 0xff, 0x100, 0x1234, 0xfffe, 0xffff,
+					0x10000, 0x12345, 0xfffffffe };
+	static const uint8_t fms[] = { 0, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_SOLICITED,
+				       MLX5_WQE_CTRL_FENCE,
+				       MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED |
+					       MLX5_WQE_CTRL_FENCE };
+	static const uint32_t imms[] = { 0, 0x01020304, 0xfedcba98 };
+	static const uint32_t qpns[] = { 0, 0xabcd, 0xffffff };
+	struct zd_mlx5_sq sq;
+
+	for (size_t q = 0; q < ZD_ARRAY_SIZE(qpns); q++) {
+		memset(&sq, 0, sizeof(sq));
+		sq.qpn8 = qpns[q] << 8;
+		zd_mlx5_sq_set_heads(&sq);
+		for (size_t o = 0; o < ZD_ARRAY_SIZE(ops); o++)
+			for (size_t p = 0; p < ZD_ARRAY_SIZE(pis); p++)
+				for (uint32_t ds = 1; ds <= ZD_MLX5_MAX_DS; ds++)
+					for (size_t f = 0; f < ZD_ARRAY_SIZE(fms); f++)
+						for (size_t i = 0; i < ZD_ARRAY_SIZE(imms); i++) {
+							struct mlx5_wqe_ctrl_seg a, b;
+
+							memset(&a, FILL, sizeof(a));
+							memset(&b, ~FILL, sizeof(b));
+							zd_mlx5_set_ctrl(&a, pis[p], ops[o], sq.qpn8, ds,
+									 fms[f], htobe32(imms[i]));
+							zd_mlx5_set_ctrl64_head(&sq, &b, pis[p], ops[o],
+										ds, fms[f], imms[i]);
+							cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0,
+								     "op %u pi %#x ds %u fm %#x imm %#x",
+								     ops[o], pis[p], ds, fms[f], imms[i]);
+						}
+	}
+}
+
+/* The general path's WQE of an atomic (post_atomic_wqe of zd_mlx5_post.c). */
+static bool general_atomic(struct zd_mlx5_sq *sq, bool cas, const DAT_RMR_TRIPLET *r,
+			   const DAT_LMR_TRIPLET *old, uint64_t cookie, uint8_t flags, bool signal)
+{
+	struct zd_mlx5_wqe w = {
+		.opcode = cas ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA,
+		.remote = r,
+		.swap_add = cas ? 0x1111222233334444ull : 0x5555666677778888ull,
+		.compare = cas ? 0x99990000aaaa0000ull : 0,
+	};
+
+	return zd_mlx5_sq_post_wr(sq, &w, old, 1, 8, (DAT_DTO_COOKIE){ .as_64 = cookie },
+				  cas ? (DAT_DTOS)DAT_IB_DTO_CMP_SWAP : (DAT_DTOS)DAT_IB_DTO_FETCH_ADD,
+				  flags, signal);
+}
+
+static void atomic1_vs_general(uint32_t bf_size)
+{
+	struct sqenv a, b;
+	DAT_RMR_TRIPLET r = { .virtual_address = 0x1122334455667780ull, .rmr_context = 0xa1b2c3 };
+	DAT_LMR_TRIPLET old = { .virtual_address = 0x7766554433221100ull, .lmr_context = 0x4242,
+				.segment_length = 8 };
+	uint64_t cookie = 1;
+
+	sqenv_init(&a, 4, bf_size, 0);
+	sqenv_init(&b, 4, bf_size, 0);
+	for (int round = 0; round < 9; round++)
+		for (int cas = 0; cas < 2; cas++)
+			for (int signal = 0; signal < 2; signal++)
+				for (int swap64 = 0; swap64 < 2; swap64++) {
+					const DAT_DTOS op = cas ? (DAT_DTOS)DAT_IB_DTO_CMP_SWAP
+								: (DAT_DTOS)DAT_IB_DTO_FETCH_ADD;
+					const uint8_t flags =
+						(uint8_t)(zd_mlx5_wr_flags(op, signal) |
+							  (swap64 ? ZD_MLX5_WR_SWAP64 : 0));
+					const uint32_t pi = a.sqp->pi;
+
+					cr_assert(zd_mlx5_sq_room1(a.sqp, pi));
+					zd_mlx5_sq_put_atomic1(
+						a.sqp, pi,
+						cas ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA, &r,
+						cas ? 0x1111222233334444ull : 0x5555666677778888ull,
+						cas ? 0x99990000aaaa0000ull : 0, &old,
+						(DAT_DTO_COOKIE){ .as_64 = cookie }, op, flags, signal);
+					cr_assert(general_atomic(b.sqp, cas, &r, &old, cookie, flags,
+								 signal));
+					cr_assert_eq(memcmp(a.buf, b.buf, 4 * 64), 0,
+						     "cas %d signal %d pi %u: WQE bytes", cas, signal, pi);
+					cr_assert_eq(memcmp(&a.sqp->wr[pi & 3], &b.sqp->wr[pi & 3],
+							    sizeof(struct zd_mlx5_sq_wr)), 0,
+						     "bookkeeping");
+					cr_assert_eq(a.sqp->pi, b.sqp->pi);
+					cr_assert_eq(a.sqp->unsig, b.sqp->unsig);
+					cr_assert_eq(a.dbrec, b.dbrec);
+					cr_assert_eq(zd_mlx5_sq_bf_off(a.sqp), zd_mlx5_sq_bf_off(b.sqp));
+					cr_assert_eq(memcmp(a.bf, b.bf, bf_size ? 2 * bf_size : 64), 0,
+						     "same BlueFlame (or 8-byte doorbell) write");
+					/* the device completes it: room again */
+					zd_mlx5_sq_retire_to(a.sqp, a.sqp->pi);
+					zd_mlx5_sq_retire_to(b.sqp, b.sqp->pi);
+					cookie++;
+				}
+}
+
+Test(mlx5, atomic1_matches_general)
+{
+	atomic1_vs_general(256);
+	atomic1_vs_general(0);
 }
 
 Test(mlx5, fast_post_full_sq_refused)
