@@ -50,12 +50,13 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_evd_dequeue_entry(DAT_EVD_HANDLE h, DAT_EV
 		 * checks it again, with acquire, after its completion. */
 		uint32_t st = atomic_load_explicit(&evd->state, memory_order_relaxed);
 
+		/* The device's poll first: nothing in the state word (one test). */
+		if (poll_first && ZD_LIKELY(st == 0)) {
+			zd_evd_tally(evd, ZD_EVD_DQ_POLL);
+			return poll_first(evd, event);
+		}
 		if (ZD_LIKELY(!(st & (ZD_EVD_ST_WAITER | ZD_EVD_ST_DRAIN)))) {
 			if (poll_first) {
-				if (ZD_LIKELY(st == 0)) {
-					zd_evd_tally(evd, ZD_EVD_DQ_POLL);
-					return poll_first(evd, event);
-				}
 				/* No CQ of its own to poll (a connection EVD,
 				 * a pinned poller's), or a spill: the ring,
 				 * as core's does. */

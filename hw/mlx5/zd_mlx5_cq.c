@@ -506,8 +506,9 @@ static ZD_ALWAYS_INLINE void pass_begin(struct zd_mlx5_cq_obj *cq)
  * before the destroyer sees the pass end.  Then the CQEs go back. */
 static ZD_ALWAYS_INLINE int pass_end(struct zd_mlx5_cq_obj *cq, int n)
 {
-	pass_bump(cq);
+	/* (the CQEs first: ci is still in a register then) */
 	zd_mlx5_cq_update_ci(&cq->q);
+	pass_bump(cq);
 	return n;
 }
 
@@ -534,9 +535,13 @@ static ZD_ALWAYS_INLINE bool cqe_tail_req_ok(const struct zd_mlx5_cq_obj *cq, ui
 		 ZD_MLX5_CQE_REQ_MASK);
 }
 
-static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *tail_wr(const struct zd_mlx5_qp *qp, uint64_t tail)
+/* The bookkeeping of the WQE of @cqe, whose tail matched: its
+ * wqe_counter read again on its own (a 2-byte load and a swap rather than
+ * taking it out of the tail: the CQE is ours until consumed). */
+static ZD_ALWAYS_INLINE struct zd_mlx5_sq_wr *cqe_wr(const struct zd_mlx5_qp *qp,
+						     const struct mlx5_cqe64 *cqe)
 {
-	return &qp->sq.wr[zd_mlx5_cqe_tail_wc(tail) & qp->sq.mask];
+	return &qp->sq.wr[(uint32_t)be16toh(cqe->wqe_counter) & qp->sq.mask];
 }
 
 /*
@@ -566,7 +571,7 @@ int zd_mlx5_cq_poll(struct zd_evd *evd, int budget)
 	if (ZD_UNLIKELY(!cqe_tail_req_ok(cq, tail)))
 		return cq_poll_more(cq, budget, 0);
 	qp = cq->q.last_qp;
-	wr = tail_wr(qp, tail);
+	wr = cqe_wr(qp, cqe);
 	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT)))
 		return cq_poll_more(cq, budget, 0);
 	/* Behind spilled events, never ahead (dto_event). */
@@ -672,7 +677,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_hit(struct zd_mlx5_cq_obj *cq, st
 						   DAT_EVENT *out, struct mlx5_cqe64 *cqe,
 						   struct zd_mlx5_qp *qp, uint64_t tail)
 {
-	struct zd_mlx5_sq_wr *wr = tail_wr(qp, tail);
+	struct zd_mlx5_sq_wr *wr = cqe_wr(qp, cqe);
 	uint32_t next_ci;
 
 	if (ZD_UNLIKELY(!(wr->flags & ZD_MLX5_WR_EVENT))) {

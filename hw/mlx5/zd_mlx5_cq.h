@@ -190,9 +190,11 @@ static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next(const struct zd_mlx5_
 /* Hands every CQE before ci back to the device. */
 static ZD_ALWAYS_INLINE void zd_mlx5_cq_update_ci(struct zd_mlx5_cq *cq)
 {
+	const uint32_t ci = cq->ci;   /* ours: read before the barrier, kept in a register */
+
 	/* Our reads of the CQEs are done before the device may reuse them. */
 	zd_udma_ci_barrier();
-	cq->dbrec[ZD_MLX5_CQ_SET_CI] = htobe32(cq->ci & 0xffffff);
+	cq->dbrec[ZD_MLX5_CQ_SET_CI] = htobe32(ci & 0xffffff);
 }
 
 /* What a DAT completion needs from one CQE. */
