@@ -15,7 +15,9 @@
  * same code either way: a call the fast test does not pass goes to core's
  * checked path, which returns the error the spec names.  A post the
  * device took is counted on either path, here (zd_counters.h: two plain
- * adds to the EP's own counter line).
+ * adds to the EP's own counter line).  A device may also write its own
+ * entry around zd_request_fast1 (one segment, default flags: the EP's
+ * dto_qp says the rest), as the mlx5 device does for its one-block posts.
  */
 #ifndef ZD_DTO_ENTRY_H
 #define ZD_DTO_ENTRY_H

@@ -5,12 +5,18 @@
  * access are the device's to check (errors come back as error CQEs).
  *
  * A send or RDMA write of one small segment that fits inline takes a
- * fast path (post_inl1); the rest, post_sq.  Both are also inlined into
- * the mlx5 lines' own DAT entries (zd_mlx5_dat_post_*: core's checks in
- * front, core/zd_dto_entry.h), as the IB extensions' posts are into their
- * dat_extension_op entry (zd_mlx5_dat_handle_extendedop,
- * core/zd_ext_entry.h).  tools/mlx5_instr.sh and tools/instr_count.sh
- * count the instructions of the latency case.
+ * fast path (post_inl1); the rest, post_sq.  The mlx5 lines' own DAT
+ * entries (zd_mlx5_dat_post_*) take that case from the handle to the
+ * doorbell in one function: the handle's zone, one test of the shape
+ * ((n - 1) | flags), one load of the EP's dto_qp for its liveness, state,
+ * QP and IOV limits (core/zd_dto_entry.h zd_request_fast1), the inline
+ * source against the QP's memo, room, then the one-block WQE from the
+ * SQ's prebuilt control-segment head (zd_mlx5_sq.h); everything else goes
+ * to core's checked entry with post_send/post_rdma_write inlined.  The IB
+ * extensions' posts are inlined into their dat_extension_op entry the same
+ * way (zd_mlx5_dat_handle_extendedop, core/zd_ext_entry.h).
+ * tools/mlx5_instr.sh and tools/instr_count.sh count the instructions of
+ * the latency case (ZD_INSTR_OP=unsig: of a bandwidth stream's write).
  *
  * Threads: one poster per EP (and per SRQ) at a time, as the DAT's
  * non-thread-safe registration promises.
