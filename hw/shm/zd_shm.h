@@ -65,12 +65,13 @@
 #include "hw/soft/zd_soft_peer.h"
 #include "hw/soft/zd_soft_region.h"
 #include "hw/soft/zd_soft_table.h"
+#include "hw/shm/zd_shm_cqring.h"
 
 #define ZD_SHM_MAX_SEGS      16
 #define ZD_SHM_MAGIC_IA      0x7a64736869613032ull  /* "zdshia02": with atomic_lock */
 #define ZD_SHM_MAGIC_QP      0x7a64736871703031ull  /* "zdshqp01" */
 #define ZD_SHM_MAGIC_SRQ     0x7a64736873723031ull  /* "zdshsr01" */
-#define ZD_SHM_BLOB_VERSION  1
+#define ZD_SHM_BLOB_VERSION  2  /* 2: the recv CQ's shared ring */
 
 /* MR table: one entry per key index (zd_keys.c gives 20 index bits). */
 #define ZD_SHM_MR_INDEX_BITS 20
@@ -92,6 +93,7 @@
 #define ZD_SHM_ARMED_ANY       1u
 #define ZD_SHM_ARMED_SOLICITED 2u
 #define ZD_SHM_RING_ALWAYS     (ZD_SHM_ARMED_ANY | ZD_SHM_ARMED_SOLICITED)
+#define ZD_SHM_WAKER_TICK_NS   (10 * 1000 * 1000)
 
 struct zd_shm_ia_shared {
 	uint64_t magic;
@@ -150,7 +152,7 @@ struct zd_shm_comp {
 	uint32_t status;          /* DAT_DTO_COMPLETION_STATUS */
 	uint32_t imm;             /* with ZD_SHM_COMP_IMMED */
 	uint64_t srq_pos;
-	uint64_t pad2;
+	uint64_t seq;             /* the QP's completion sequence (zd_shm_cqring.h) */
 };
 
 struct zd_shm_qp_shared {
@@ -189,8 +191,8 @@ struct zd_shm_blob {
 	int32_t srq_fd;           /* -1: no SRQ */
 	uint32_t qp_tag;
 	uint32_t pz_id;
-	uint32_t pad;
-	uint64_t ia_size, qp_size, srq_size;
+	int32_t cq_fd;            /* the recv CQ's shared ring; -1: none */
+	uint64_t ia_size, qp_size, srq_size, cq_size;
 };
 
 /* ---- process-private state ---- */
@@ -207,10 +209,25 @@ struct zd_shm_ia {
 	struct zd_soft_peer *peers;       /* peer IAs (zd_soft_peer.h) */
 	struct zd_soft_cq *cqs;           /* for the waker */
 	uint32_t next_tag;
+	/* RC QPs by tag (ZD_SHM_TAG_MASK + 1 entries, pages touched as
+	 * used), for the CQ consumers' checks of a CQE's tag: set and
+	 * cleared under @lock, read by a CQ's poller inside its @polling
+	 * section (zd_shm_cq.c) or under @lock. */
+	struct zd_shm_qp *_Atomic *qp_by_tag;
 	pthread_t waker;
 	uint32_t waker_seen;              /* doorbell value before the first arm */
 	bool waker_running;
 	bool listening;
+	/* A CQ consumer armed behind a slot claimed and not published: the
+	 * waker wakes the IA's consumers every ZD_SHM_WAKER_TICK_NS. */
+	_Atomic uint32_t stuck;
+	/* Test-only fault (ZDAPL_SHM_FAULT=claim_stop, read at IA open): a
+	 * producer stops itself (SIGSTOP) between claiming a CQ ring slot and
+	 * publishing it, for a test to kill it there. */
+	bool fault_claim_stop;
+	/* Entries of each CQ ring (ZDAPL_SHM_CQ_RING, read at IA open; 0:
+	 * the EVD's length within [64, 4096]). */
+	uint32_t cq_ring_entries;
 };
 
 struct zd_shm_cq {
@@ -224,6 +241,20 @@ struct zd_shm_cq {
 	_Atomic uint32_t polling;
 	struct zd_soft_qplist *_Atomic send_qps;
 	_Atomic uint32_t backlog;         /* QPs of send_qps with queued sends */
+	_Atomic uint32_t ud_qps;          /* UD QPs in recv_qps: walked on every poll */
+
+	/* The shared completion ring (zd_shm_cqring.h); its consumer state
+	 * is private, the poller's alone. */
+	struct zd_soft_region ring_region;
+	struct zd_shm_cq_shared *ring_sh;
+	struct zd_shm_cqe *ring;
+	uint32_t ring_depth;
+	uint64_t head;                    /* next position to take */
+	bool walk_again;                  /* a QP ring kept entries: walk next poll */
+	uint64_t stuck_word;              /* the word at head the consumer waits on */
+	uint64_t stuck_since, stuck_checked;  /* ns, CLOCK_MONOTONIC */
+	uint64_t dropped;                 /* CQEs refused (zdapl: warnings, rate limited) */
+	uint64_t warned_at;               /* ns of the last such warning */
 };
 
 struct zd_shm_srq {
@@ -274,6 +305,7 @@ struct zd_shm_qp {
 	uint32_t rq_depth, comp_depth;
 	uint64_t rq_reaped;               /* poller: receives completed so far */
 	uint64_t msg_seen;                /* poller: messages received (non-SRQ: = slot) */
+	uint64_t comp_seen;               /* poller: completions taken (their sequence) */
 	struct zd_shm_cq *recv_cq, *req_cq;
 	struct zd_shm_srq *srq;
 	struct zd_shm_ud_qp *ud;          /* a UD QP's own state (zd_shm_ud.h); NULL: RC */
@@ -294,6 +326,12 @@ struct zd_shm_qp {
 	uint64_t msg_sent;                /* messages sent (non-SRQ: peer's RQ slot) */
 	uint64_t comp_tail;               /* our copy of remote->comp_tail */
 	uint64_t eager_tail;
+	uint64_t comp_seq;                /* completions produced (CQ ring or QP ring) */
+	/* the peer's recv CQ ring (zd_shm_cqring.h), NULL: none */
+	struct zd_soft_region rcq_region;
+	struct zd_shm_cq_shared *rcq;
+	struct zd_shm_cqe *rcqe;
+	uint32_t r_cq_depth;
 
 	/* queued requests (RNR), poster thread and req CQ poller */
 	struct zd_shm_wr *sq;
@@ -377,6 +415,58 @@ static ZD_ALWAYS_INLINE void zd_shm_cq_complete_req(struct zd_shm_cq *cq, struct
 {
 	zd_evd_cq_post_direct(cq->soft.local, cq->soft.evd, ep, cookie, st, len, op);
 }
+/* The DAT event of a receive completion of @qp (its recv CQ's poller): a
+ * plain receive, or an RDMA write's immediate data (DAT_IB_DTO_EVENT);
+ * @flags: ZD_SHM_COMP_*, @st checked already.  Every byte written, as the
+ * ring would hand it back. */
+static ZD_ALWAYS_INLINE void zd_shm_recv_event(DAT_EVENT *ev, struct zd_shm_qp *qp,
+					       DAT_DTO_COOKIE cookie,
+					       DAT_DTO_COMPLETION_STATUS st, uint32_t flags,
+					       uint32_t len, uint32_t imm)
+{
+	zd_dto_event_fill(ev, qp->recv_cq->soft.evd, qp->ep, cookie, st,
+			  st == DAT_DTO_SUCCESS ? len : 0,
+			  ZD_UNLIKELY(flags & ZD_SHM_COMP_IMMED) ? (DAT_DTOS)DAT_IB_DTO_RECV_IMMED
+								  : DAT_DTO_RECEIVE, imm);
+	/* The sender's DAT_COMPLETION_SOLICITED_WAIT_FLAG, for solicited wait. */
+	zd_evd_ev_set_solicited(ev, flags & ZD_SHM_COMP_SOLICITED);
+}
+
+/* @ev into @evd's ring (cq_poll, the producer side of it).  cq_poll's
+ * budget was the room in the ring, but request completions posted
+ * directly (zd_shm_cq_complete_req) may have taken some since: then it
+ * spills (overflow semantics), never drops, and later ones follow it into
+ * the spill list. */
+static inline void zd_shm_recv_enqueue(struct zd_evd *evd, const DAT_EVENT *ev)
+{
+	if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_relaxed) ||
+			!zd_ring_enqueue(evd->ring, ev)))
+		zd_evd_post(evd, ev, 1);
+}
+
+/* ---- zd_shm_cqring.c: the shared CQ ring's control and cold paths ---- */
+/* Creates @cq's ring region for an EVD of @qlen events; 0 or -errno. */
+int zd_shm_cqring_create(struct zd_shm_cq *cq, uint32_t qlen);
+void zd_shm_cqring_destroy(struct zd_shm_cq *cq);
+/* Maps the peer's recv CQ ring of the blob into @qp (connect); 0 or -1. */
+int zd_shm_cqring_map(struct zd_shm_qp *qp, const struct zd_shm_blob *b);
+void zd_shm_cqring_unmap(struct zd_shm_qp *qp);
+/* The consumer found word @w at its head that is neither free nor
+ * published: waits, or skips the slot (a dead or hostile claimer, garbage)
+ * and reports the claimer's EPs broken.  True when it skipped (look
+ * again).  @now: look at the claimer now, not once a millisecond (a
+ * consumer about to sleep).  Outside the @polling section: it takes the
+ * IA's lock. */
+bool zd_shm_cqring_unstick(struct zd_shm_cq *cq, uint64_t w, bool now);
+/* The consumer refuses a CQE (@qp: the QP it named, if it is one of this
+ * CQ's: its peer is corrupt, the connection breaks); a counted, rate
+ * limited zdapl: warning.  Always false (no event). */
+bool zd_shm_cq_refuse(struct zd_shm_cq *cq, struct zd_shm_qp *qp, const char *why);
+/* Puts a wild tail hint back where the consumer's head is (slow path). */
+void zd_shm_cqring_check_tail(struct zd_shm_cq *cq);
+/* The QP's peer broke the protocol: stop listening to it, break it. */
+void zd_shm_qp_peer_corrupt(struct zd_shm_qp *qp);
+
 int zd_shm_waker_start(struct zd_shm_ia *sia);
 void zd_shm_waker_stop(struct zd_shm_ia *sia);
 

@@ -71,9 +71,15 @@ DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth)
 	if (!cq)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	cq->sia = sia;
-	evd->marks_solicited = 1;  /* zd_shm_qp_reap marks solicited receives */
+	cq->ring_region.fd = -1;
+	if (zd_shm_cqring_create(cq, depth) != 0) {
+		free(cq);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
+	evd->marks_solicited = 1;  /* receive completions carry the sender's mark */
 	ret = zd_soft_cq_init(&cq->soft, evd, depth, &sia->cqs, &sia->lock);
 	if (ret != DAT_SUCCESS) {
+		zd_shm_cqring_destroy(cq);
 		free(cq);
 		return ret;
 	}
@@ -92,14 +98,17 @@ void zd_shm_cq_destroy(struct zd_evd *evd)
 	/* EPs hold their EVDs: no QP is attached any more. */
 	free(atomic_load(&cq->recv_qps));
 	free(atomic_load(&cq->send_qps));
+	zd_shm_cqring_destroy(cq);
 	free(cq);
 }
 
-/* Waits until @cq's poller is not inside its walk of recv_qps, after the
- * list was swapped.  Dekker with zd_shm_cq_poll: we stored the new list,
- * then the heavy fence, then load polling; the poller stores polling,
- * then the light fence, then loads the list.  Either it loads the new
- * list, or we see it inside and wait for its release store leaving. */
+/* Waits until @cq's poller is not inside its @polling section (the walk of
+ * recv_qps, the CQ ring's tag lookups), after the list was swapped or a
+ * tag cleared.  Dekker with poll_enter: we stored the new list (or the
+ * tag), then the heavy fence, then load polling; the poller stores
+ * polling, then the light fence, then loads the list (or the tag).  Either
+ * it loads the new one, or we see it inside and wait for its release
+ * store leaving. */
 static void poller_wait(void *arg)
 {
 	struct zd_shm_cq *cq = arg;
@@ -124,6 +133,8 @@ int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 	pthread_mutex_lock(&cq->sia->lock);
 	rc = recv ? zd_soft_qplist_change(&cq->recv_qps, qp, true, poller_wait, cq)
 		  : zd_soft_qplist_change(&cq->send_qps, qp, true, NULL, NULL);
+	if (rc == 0 && recv && qp->ud)
+		atomic_fetch_add_explicit(&cq->ud_qps, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&cq->sia->lock);
 	return rc;
 }
@@ -131,40 +142,201 @@ int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 {
 	pthread_mutex_lock(&cq->sia->lock);
+	if (recv && qp->tag && !qp->ud &&
+	    atomic_load_explicit(&cq->sia->qp_by_tag[qp->tag], memory_order_relaxed) == qp) {
+		/* seq_cst: the Dekker store poller_wait's fence pairs with (the
+		 * list change below waits the poller out after it). */
+		atomic_store_explicit(&cq->sia->qp_by_tag[qp->tag], NULL, memory_order_seq_cst);
+	}
 	/* On ENOMEM keep the QP listed; it is then a flushed, empty QP. */
-	if (recv)
-		zd_soft_qplist_change(&cq->recv_qps, qp, false, poller_wait, cq);
-	else
+	if (recv && zd_soft_qplist_change(&cq->recv_qps, qp, false, poller_wait, cq) == 0 &&
+	    qp->ud)
+		atomic_fetch_sub_explicit(&cq->ud_qps, 1, memory_order_relaxed);
+	if (!recv)
 		zd_soft_qplist_change(&cq->send_qps, qp, false, NULL, NULL);
 	pthread_mutex_unlock(&cq->sia->lock);
+}
+
+/* The poller enters its @polling section (poller_wait's other side). */
+static ZD_ALWAYS_INLINE void poll_enter(struct zd_shm_cq *cq)
+{
+#ifdef ZD_TSAN
+	atomic_exchange_explicit(&cq->polling, 1, memory_order_seq_cst);
+#else
+	atomic_store_explicit(&cq->polling, 1, memory_order_relaxed);
+	/* The light half of the Dekker pair (poller_wait). */
+	zd_waiter_fence_light(&cq->soft.evd->waiter);
+#endif
+}
+
+static ZD_ALWAYS_INLINE void poll_leave(struct zd_shm_cq *cq)
+{
+	/* release: our reads of the list, the tag table and the QPs are done. */
+	atomic_store_explicit(&cq->polling, 0, memory_order_release);
+}
+
+/* ---- the shared CQ ring, consumer side (zd_shm_cqring.h) ---- */
+
+/* The QP's receive completion of a CQE copied out of the ring (@tag from
+ * its state word), checked against our own state; false when it gives no
+ * event (refused, or a receive a flush reported already).  Inside the
+ * @polling section (the QP found by tag stays until we leave). */
+static ZD_ALWAYS_INLINE bool cqe_event(struct zd_shm_cq *cq, const struct zd_shm_cqe *c,
+				       uint32_t tag, DAT_EVENT *ev)
+{
+	/* acquire: pairs with the release store of the entry at QP create:
+	 * the QP is set up. */
+	struct zd_shm_qp *qp = atomic_load_explicit(&cq->sia->qp_by_tag[tag],
+						    memory_order_acquire);
+	DAT_DTO_COMPLETION_STATUS st;
+	uint64_t pos = c->rpos, w;
+
+	if (ZD_UNLIKELY(!qp || qp->recv_cq != cq || c->tag != tag ||
+			(c->type_flags & 0xff) != ZD_SHM_COMP_DIRECT))
+		return zd_shm_cq_refuse(cq, NULL, "names no receive QP of this CQ");
+	if (ZD_UNLIKELY(c->seq != qp->comp_seen || c->len > ZD_SHM_MAX_MESSAGE))
+		return zd_shm_cq_refuse(cq, qp, "out of sequence or too long");
+	st = c->status <= DAT_DTO_ERR_PARTIAL_PACKET ? (DAT_DTO_COMPLETION_STATUS)c->status
+						     : DAT_DTO_ERR_TRANSPORT;
+	qp->comp_seen++;
+	if (ZD_UNLIKELY(qp->srq != NULL)) {
+		struct zd_shm_srq *s = qp->srq;
+		struct zd_shm_rq_slot *slot = &s->slots[pos & (s->depth - 1)];
+		bool ok;
+
+		if (ZD_UNLIKELY(zd_ep_hwm_armed(qp->ep)))
+			zd_ep_soft_hwm_check(qp->ep, zd_shm_qp_recv_held(qp));
+		/* Only a buffer this QP's peer filled completes here; the CAS
+		 * also loses to a flush (which reported it). */
+		w = zd_shm_slot_word(pos, qp->tag, ZD_SHM_SLOT_DONE);
+		ok = atomic_compare_exchange_strong(&slot->state, &w,
+						    zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE));
+		if (ok)
+			zd_shm_recv_event(ev, qp, s->cookie[pos & (s->depth - 1)], st,
+					  c->type_flags, c->len, c->imm);
+		zd_shm_srq_check_lw(s);
+		return ok;
+	}
+	if (ZD_UNLIKELY(pos != qp->msg_seen))
+		return zd_shm_cq_refuse(cq, qp, "names another receive than the next");
+	qp->msg_seen = pos + 1;
+	{
+		struct zd_shm_rq_slot *slot = &qp->rq[pos & (qp->rq_depth - 1)];
+
+		w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
+		if (ZD_LIKELY(atomic_compare_exchange_strong(&slot->state, &w,
+				zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE)))) {
+			zd_shm_recv_event(ev, qp, qp->rq_cookie[pos & (qp->rq_depth - 1)], st,
+					  c->type_flags, c->len, c->imm);
+			return true;
+		}
+		if (w == zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED)) {
+			/* The flush reported it: free the slot. */
+			atomic_store_explicit(&slot->state, zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE),
+					      memory_order_release);
+			return false;
+		}
+	}
+	return zd_shm_cq_refuse(cq, qp, "completes a receive its peer did not fill");
+}
+
+/* The state word of the slot at the consumer's head, and whether it is
+ * published (then cqring_take it). */
+static ZD_ALWAYS_INLINE bool cqring_ready(const struct zd_shm_cq *cq, uint64_t *w)
+{
+	const struct zd_shm_cqe *s = &cq->ring[cq->head & (cq->ring_depth - 1)];
+	/* acquire: pairs with the producer's release store publishing the
+	 * slot: its fields are written. */
+	uint64_t v = atomic_load_explicit(&((struct zd_shm_cqe *)s)->state, memory_order_acquire);
+
+	*w = v;
+	return v == zd_shm_slot_word(cq->head, (uint32_t)(v >> 4) & ZD_SHM_TAG_MASK,
+				     ZD_SHM_CQE_PUBLISHED);
+}
+
+/* Takes the published CQE at the consumer's head (@v its state word, from
+ * cqring_ready): true and @ev filled, or false (refused, or a flushed
+ * receive's).  Inside @polling (the tag lookup). */
+static ZD_ALWAYS_INLINE bool cqring_take(struct zd_shm_cq *cq, uint64_t v, DAT_EVENT *ev)
+{
+	uint64_t h = cq->head;
+	struct zd_shm_cqe *s = &cq->ring[h & (cq->ring_depth - 1)];
+	uint32_t tag = (uint32_t)(v >> 4) & ZD_SHM_TAG_MASK;
+	struct zd_shm_cqe c;
+	/* One copy of the untrusted line, each field read once (volatile:
+	 * the checks and the use see the same values). */
+	c.tag = *(volatile uint32_t *)&s->tag;
+	c.type_flags = *(volatile uint32_t *)&s->type_flags;
+	c.rpos = *(volatile uint64_t *)&s->rpos;
+	c.seq = *(volatile uint64_t *)&s->seq;
+	c.len = *(volatile uint32_t *)&s->len;
+	c.status = *(volatile uint32_t *)&s->status;
+	c.imm = *(volatile uint32_t *)&s->imm;
+	/* release: pairs with the producers' acquire load of the state before
+	 * their claim: our reads of this lap are done before the slot's
+	 * next tenant writes it. */
+	atomic_store_explicit(&s->state, zd_shm_slot_word(h + cq->ring_depth, 0, ZD_SHM_CQE_FREE),
+			      memory_order_release);
+	cq->head = h + 1;
+	return cqe_event(cq, &c, tag, ev);
+}
+
+/* Whether the QP rings must be walked: a producer used one (its flag), a
+ * walk left entries behind, or UD QPs (their rings only). */
+static ZD_ALWAYS_INLINE bool walk_needed(struct zd_shm_cq *cq)
+{
+	return cq->walk_again || atomic_load_explicit(&cq->ud_qps, memory_order_relaxed) ||
+	       atomic_load_explicit(&cq->ring_sh->fallback, memory_order_relaxed);
 }
 
 int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_shm_cq *cq = evd->cq_priv;
 	struct zd_soft_qplist *l;
+	uint64_t w = 0;
 	int n = 0;
+	bool r = false;
 
 	if (ZD_UNLIKELY(!cq))
 		return DAT_QUEUE_EMPTY;
-	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed)) {
-		/* Inside the walk: a writer swapping recv_qps waits until we
-		 * leave before it frees the old list (poller_wait). */
-#ifdef ZD_TSAN
-		atomic_exchange_explicit(&cq->polling, 1, memory_order_seq_cst);
-		l = atomic_load_explicit(&cq->recv_qps, memory_order_seq_cst);
-#else
-		atomic_store_explicit(&cq->polling, 1, memory_order_relaxed);
-		/* The light half of the Dekker pair (poller_wait). */
-		zd_waiter_fence_light(&evd->waiter);
+again:
+	poll_enter(cq);
+	/* The CQ ring first: receives complete before the flushes of later
+	 * ones, which wait in the local ring. */
+	while (n < budget && (r = cqring_ready(cq, &w))) {
+		DAT_EVENT ev;
+
+		if (cqring_take(cq, w, &ev)) {
+			zd_shm_recv_enqueue(evd, &ev);
+			n++;
+		}
+	}
+	if (walk_needed(cq)) {
+		cq->walk_again = false;
+		/* acquire: pairs with the release store a producer raised the
+		 * flag with, after its entry: the walk below sees it.  A flag
+		 * raised after this exchange stays for the next poll.  A
+		 * producer fell back: perhaps from a wild tail hint. */
+		if (atomic_exchange_explicit(&cq->ring_sh->fallback, 0, memory_order_acquire))
+			zd_shm_cqring_check_tail(cq);
 		/* acquire: pairs with the writer's store of the list. */
 		l = atomic_load_explicit(&cq->recv_qps, memory_order_acquire);
-#endif
-		for (uint32_t i = 0; l && i < l->n && n < budget; i++)
+		for (uint32_t i = 0; l && i < l->n; i++) {
+			if (n >= budget) {
+				cq->walk_again = true;
+				break;
+			}
 			n += zd_shm_qp_reap(l->qp[i], budget - n);
-		/* release: our reads of the list and its QPs are done. */
-		atomic_store_explicit(&cq->polling, 0, memory_order_release);
+		}
 	}
+	poll_leave(cq);
+	/* A slot claimed and not published (or garbage) at head, with room
+	 * left: look at its claimer (rarely: zd_shm_cqring_unstick keeps
+	 * time), and go on if it was skipped. */
+	if (ZD_UNLIKELY(!r && n < budget &&
+			w != zd_shm_slot_word(cq->head, 0, ZD_SHM_CQE_FREE)) &&
+	    zd_shm_cqring_unstick(cq, w, false))
+		goto again;
 	if (ZD_UNLIKELY(atomic_load_explicit(&cq->backlog, memory_order_relaxed))) {
 		rcu_read_lock();
 		l = rcu_dereference(cq->send_qps);
@@ -176,22 +348,39 @@ int zd_shm_cq_poll(struct zd_evd *evd, int budget)
 }
 
 /*
- * cq_poll_one (core/zd_device.h): with no receive QP and no queued send
- * (nothing to reap first), the next completion of the local ring straight into
- * the consumer's DAT_EVENT.  It is checked against the EVD after its slot
- * reads as published (zd_evd_direct_ok), and freed only once copied out:
- * a poster that then finds the local ring drained and goes direct
- * (zd_evd_cq_post_direct) is behind it, as after a cq_poll drain.
+ * cq_poll_one (core/zd_device.h): the consumer's dequeue, with no QP ring to
+ * walk and no queued send.  The CQE at the CQ ring's head straight into the
+ * consumer's DAT_EVENT when nothing older waits (the EVD ring drained and
+ * nothing spilled, zd_evd_direct_ok, checked after the CQE was read; and
+ * the local ring drained: a request completion it holds may be older);
+ * else it goes into the EVD ring behind them.  Then the next completion of
+ * the local ring, as before: checked against the EVD after its slot reads
+ * as published, and freed only once copied out, so a poster that then
+ * finds the local ring drained and goes direct (zd_evd_cq_post_direct) is
+ * behind it, as after a cq_poll drain.
  */
 DAT_RETURN zd_shm_cq_poll_one(struct zd_evd *evd, DAT_EVENT *out)
 {
 	struct zd_shm_cq *cq = evd->cq_priv;
 	const struct zd_ring_slot *s;
+	uint64_t w;
+	bool ok;
 
 	if (ZD_UNLIKELY(!cq))
 		return 0;
-	if (atomic_load_explicit(&cq->recv_qps, memory_order_relaxed) ||
-	    atomic_load_explicit(&cq->backlog, memory_order_relaxed))
+	if (ZD_UNLIKELY(walk_needed(cq) || atomic_load_explicit(&cq->backlog, memory_order_relaxed)))
+		goto slow;
+	if (ZD_LIKELY(cqring_ready(cq, &w))) {
+		poll_enter(cq);
+		ok = cqring_take(cq, w, out);
+		poll_leave(cq);
+		if (ZD_LIKELY(ok && zd_evd_direct_ok(evd) && zd_ring_drained(cq->soft.local)))
+			return DAT_SUCCESS;
+		if (ok)
+			zd_shm_recv_enqueue(evd, out);
+		goto slow;
+	}
+	if (ZD_UNLIKELY(w != zd_shm_slot_word(cq->head, 0, ZD_SHM_CQE_FREE)))
 		goto slow;
 	s = zd_ring_front(cq->soft.local);
 	if (!s)
@@ -215,6 +404,17 @@ void zd_shm_cq_arm(struct zd_evd *evd)
 	sia = cq->sia;
 	if (ZD_UNLIKELY(!__atomic_load_n(&sia->waker_running, __ATOMIC_ACQUIRE)))
 		zd_shm_waker_start(sia);
+	/* A slot claimed and not published at the ring's head: a dead claimer
+	 * is skipped now (the re-poll after this arm goes on behind it); a
+	 * live one, until it publishes or is given up on, makes the waker
+	 * wake us every ZD_SHM_WAKER_TICK_NS to look again. */
+	{
+		uint64_t w;
+
+		if (!cqring_ready(cq, &w) && w != zd_shm_slot_word(cq->head, 0, ZD_SHM_CQE_FREE) &&
+		    !zd_shm_cqring_unstick(cq, w, true))
+			atomic_store_explicit(&sia->stuck, 1, memory_order_relaxed);
+	}
 	/* Solicited wait: peers ring only for solicited receives and errors
 	 * (zd_shm_post.c comp_publish); the rest waits in the rings. */
 	atomic_fetch_or_explicit(&sia->sh->armed,
@@ -244,7 +444,17 @@ static void *waker_main(void *arg)
 		/* acquire: pairs with the ringer's release increment. */
 		now = atomic_load_explicit(&sh->doorbell, memory_order_acquire);
 		if (now == seen) {
-			syscall(SYS_futex, &sh->doorbell, FUTEX_WAIT, seen, NULL, NULL, 0);
+			/* A consumer waits behind a claimed slot: tick. */
+			if (atomic_exchange_explicit(&sia->stuck, 0, memory_order_relaxed)) {
+				const struct timespec tick = { 0, ZD_SHM_WAKER_TICK_NS };
+
+				syscall(SYS_futex, &sh->doorbell, FUTEX_WAIT, seen, &tick, NULL, 0);
+				pthread_mutex_lock(&sia->lock);
+				zd_soft_cq_wake_all(sia->cqs);
+				pthread_mutex_unlock(&sia->lock);
+			} else {
+				syscall(SYS_futex, &sh->doorbell, FUTEX_WAIT, seen, NULL, NULL, 0);
+			}
 			continue;
 		}
 		seen = now;

@@ -8,11 +8,13 @@
  * one concept each.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include "core/zd_device.h"
 #include "core/zd_ia.h"
+#include "core/zd_log.h"
 #include "core/zd_netaddr.h"
 #include "hw/shm/zd_shm.h"
 #include "hw/shm/zd_shm_ud.h"
@@ -36,6 +38,27 @@ static const struct zd_device_limits shm_limits = {
 	.max_inline = 256,
 	.max_ud_payload = ZD_SHM_UD_MAX_PAYLOAD,
 };
+
+/* The environment's say: ZDAPL_SHM_CQ_RING=<entries> (a power of two,
+ * 64..4194304) sizes every CQ ring; ZDAPL_SHM_FAULT=claim_stop is for
+ * tests only (zd_shm.h). */
+static void shm_ia_env(struct zd_shm_ia *sia)
+{
+	const char *e = getenv("ZDAPL_SHM_CQ_RING");
+	uint64_t off, size;
+
+	if (e) {
+		unsigned long v = strtoul(e, NULL, 0);
+
+		if (zd_shm_cq_layout((uint32_t)v, &off, &size) && v <= UINT32_MAX)
+			sia->cq_ring_entries = (uint32_t)v;
+		else
+			zd_log_error("ZDAPL_SHM_CQ_RING=%s: not a power of two in 64..4194304; "
+				     "ignored", e);
+	}
+	e = getenv("ZDAPL_SHM_FAULT");
+	sia->fault_claim_stop = e && strcmp(e, "claim_stop") == 0;
+}
 
 static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 {
@@ -64,6 +87,11 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 		sia->sh->uid = (uint64_t)(uintptr_t)sia ^ (uint64_t)getpid() << 32;
 	for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
 		atomic_store(&sia->sh->chunks[i].fd, -1);
+	shm_ia_env(sia);
+	/* Untouched pages of it cost nothing (calloc of this size maps). */
+	sia->qp_by_tag = calloc(ZD_SHM_TAG_MASK + 1, sizeof(*sia->qp_by_tag));
+	if (!sia->qp_by_tag)
+		goto err;
 	ia->dev_priv = sia;
 	if (zd_shm_chunks_start(sia) != 0) {
 		ia->dev_priv = NULL;
@@ -71,6 +99,7 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	}
 	return DAT_SUCCESS;
 err:
+	free(sia->qp_by_tag);
 	zd_soft_region_destroy(&sia->region);
 	pthread_mutex_destroy(&sia->lock);
 	free(sia);
@@ -87,6 +116,7 @@ static void shm_ia_close(struct zd_ia *ia)
 	zd_shm_chunks_stop(sia);
 	zd_soft_region_destroy(&sia->region);
 	pthread_mutex_destroy(&sia->lock);
+	free(sia->qp_by_tag);
 	free(sia);
 	ia->dev_priv = NULL;
 }

@@ -23,6 +23,7 @@
  * retried by the next post or progress of the request EVD; later DTOs of
  * the EP queue behind it, so every DTO of an EP executes in post order.
  */
+#include <signal.h>
 #include <string.h>
 
 #include "core/zd_ia.h"
@@ -201,21 +202,116 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 
 /* ---- send ---- */
 
-static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int status,
-			 uint64_t srq_pos, uint32_t imm, DAT_COMPLETION_FLAGS flags)
-{
-	struct zd_shm_comp *c = &qp->rcomp[qp->comp_tail & (qp->r_comp_depth - 1)];
+/* Position bits a slot state word keeps (zd_shm_slot_word). */
+#define ZD_SHM_WORD_POS(w) ((w) >> 24)
+#define ZD_SHM_POS_BITS(p) ((p) << 24 >> 24)
 
-	c->type_flags = type | ((flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ?
-				ZD_SHM_COMP_SOLICITED : 0);
-	c->len = len;
-	c->status = (uint32_t)status;
-	c->imm = imm;
-	c->srq_pos = srq_pos;
-	qp->comp_tail++;
-	/* release: pairs with the target's acquire load of comp_tail in
-	 * zd_shm_qp_reap: the entry and the data it announces are visible. */
-	atomic_store_explicit(&qp->remote->comp_tail, qp->comp_tail, memory_order_release);
+/*
+ * Claims the next slot of the peer's CQ ring (zd_shm_cqring.h): its entry
+ * and position, or NULL after a bounded try (full, contended, a slot or a
+ * tail hint out of protocol): the caller takes the QP's own ring.
+ */
+static ZD_ALWAYS_INLINE struct zd_shm_cqe *cqe_claim(struct zd_shm_qp *qp, uint64_t *pos)
+{
+	struct zd_shm_cq_shared *sh = qp->rcq;
+	const uint64_t depth = qp->r_cq_depth;
+	/* relaxed: a hint; the slot's state word decides. */
+	uint64_t t = atomic_load_explicit(&sh->tail, memory_order_relaxed);
+
+	for (int i = 0; i < ZD_SHM_CQE_TRIES; i++) {
+		struct zd_shm_cqe *s = &qp->rcqe[t & (depth - 1)];
+		/* acquire: pairs with the consumer's release store of FREE(t):
+		 * its reads of the slot's previous tenant are done. */
+		uint64_t w = atomic_load_explicit(&s->state, memory_order_acquire);
+
+		if (ZD_LIKELY(w == zd_shm_slot_word(t, 0, ZD_SHM_CQE_FREE))) {
+			/* relaxed: the acquire load ordered us after the
+			 * consumer; the CAS only arbitrates among producers. */
+			if (ZD_LIKELY(atomic_compare_exchange_strong_explicit(&s->state, &w,
+					zd_shm_slot_word(t, qp->r_tag, ZD_SHM_CQE_CLAIMED),
+					memory_order_relaxed, memory_order_relaxed))) {
+				uint64_t seen = t;
+
+				/* relaxed: a hint; a CAS so that it never moves
+				 * back (a helper may have moved it on already). */
+				atomic_compare_exchange_strong_explicit(&sh->tail, &seen, t + 1,
+						memory_order_relaxed, memory_order_relaxed);
+				*pos = t;
+				return s;
+			}
+			continue;  /* another producer won t: look again */
+		}
+		/* t taken (claimed or published), or consumed already (free
+		 * for t + depth): the hint lags; help it on. */
+		if (ZD_SHM_WORD_POS(w) == ZD_SHM_POS_BITS(t) ?
+		    (w & 0xf) == ZD_SHM_CQE_CLAIMED || (w & 0xf) == ZD_SHM_CQE_PUBLISHED :
+		    w == zd_shm_slot_word(t + depth, 0, ZD_SHM_CQE_FREE)) {
+			uint64_t seen = t;
+
+			/* relaxed: a hint, as above. */
+			if (atomic_compare_exchange_strong_explicit(&sh->tail, &seen, t + 1,
+					memory_order_relaxed, memory_order_relaxed))
+				seen = t + 1;
+			t = seen;
+			continue;
+		}
+		return NULL;  /* the previous lap not consumed (full), or garbage */
+	}
+	return NULL;
+}
+
+/* A receive completion of @qp for its peer's recv CQ: into the CQ ring
+ * while the QP's own ring is drained (@comp_head, read by msg_room, is
+ * its consumer's position: every entry before ours there was reaped into
+ * the EVD, so ours cannot pass it), else, or when the CQ ring has no slot
+ * at once, into the QP's own ring, raising the CQ ring's fallback flag. */
+static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int status,
+			 uint64_t rpos, uint32_t imm, DAT_COMPLETION_FLAGS flags,
+			 uint64_t comp_head)
+{
+	uint32_t type_flags = type | ((flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ?
+				      ZD_SHM_COMP_SOLICITED : 0);
+	uint64_t seq = qp->comp_seq++, pos;
+	struct zd_shm_cqe *e;
+
+	if (ZD_LIKELY((type & 0xff) == ZD_SHM_COMP_DIRECT && qp->rcqe != NULL &&
+		      qp->comp_tail == comp_head) &&
+	    ZD_LIKELY((e = cqe_claim(qp, &pos)) != NULL)) {
+		if (ZD_UNLIKELY(qp->sia->fault_claim_stop))
+			raise(SIGSTOP);  /* a test kills us here */
+		e->tag = qp->r_tag;
+		e->type_flags = type_flags;
+		e->rpos = rpos;
+		e->seq = seq;
+		e->len = len;
+		e->status = (uint32_t)status;
+		e->imm = imm;
+		/* release: pairs with the consumer's acquire load of the state
+		 * in cqring_take: the entry and the data it announces are
+		 * visible first.  A plain store: had the consumer skipped our
+		 * claim (dead or hostile, zd_shm_cqring_unstick), this reads
+		 * as garbage there and is skipped again. */
+		atomic_store_explicit(&e->state, zd_shm_slot_word(pos, qp->r_tag,
+								   ZD_SHM_CQE_PUBLISHED),
+				      memory_order_release);
+	} else {
+		struct zd_shm_comp *c = &qp->rcomp[qp->comp_tail & (qp->r_comp_depth - 1)];
+
+		c->type_flags = type_flags;
+		c->len = len;
+		c->status = (uint32_t)status;
+		c->imm = imm;
+		c->srq_pos = rpos;
+		c->seq = seq;
+		qp->comp_tail++;
+		/* release: pairs with the target's acquire load of comp_tail in
+		 * zd_shm_qp_reap: the entry and the data it announces are visible. */
+		atomic_store_explicit(&qp->remote->comp_tail, qp->comp_tail, memory_order_release);
+		/* release: pairs with the consumer's acquire exchange clearing it
+		 * (zd_shm_cq_poll): it then walks and sees our comp_tail. */
+		if (qp->rcq)
+			atomic_store_explicit(&qp->rcq->fallback, 1, memory_order_release);
+	}
 	/* A consumer in solicited wait sleeps through plain receives. */
 	zd_shm_peer_ring(zd_shm_peer_ia(qp->peer), (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ||
 				       status != DAT_DTO_SUCCESS ? ZD_SHM_RING_ALWAYS
@@ -271,8 +367,10 @@ static ZD_ALWAYS_INLINE void recv_filled(struct zd_shm_rq_slot *slot, uint64_t p
 
 /* The target's room for one more message: a completion entry, RNR if
  * none.  Its eager_head (acquire: pairs with the release store in reap:
- * the slots we are about to reuse were read) goes to *@eager_head. */
-static ZD_ALWAYS_INLINE int msg_room(struct zd_shm_qp *qp, uint64_t *eager_head)
+ * the slots we are about to reuse were read) goes to *@eager_head, its
+ * completion ring's head to *@comp_head (comp_publish). */
+static ZD_ALWAYS_INLINE int msg_room(struct zd_shm_qp *qp, uint64_t *eager_head,
+				     uint64_t *comp_head)
 {
 	struct zd_shm_qp_shared *r = qp->remote;
 
@@ -280,8 +378,8 @@ static ZD_ALWAYS_INLINE int msg_room(struct zd_shm_qp *qp, uint64_t *eager_head)
 		return DAT_DTO_ERR_FLUSHED;
 	/* acquire: pairs with the target's release store of comp_head in
 	 * zd_shm_qp_reap: the entry we are about to overwrite was read. */
-	if (ZD_UNLIKELY(qp->comp_tail - atomic_load_explicit(&r->comp_head, memory_order_acquire) >=
-			qp->r_comp_depth))
+	*comp_head = atomic_load_explicit(&r->comp_head, memory_order_acquire);
+	if (ZD_UNLIKELY(qp->comp_tail - *comp_head >= qp->r_comp_depth))
 		return ZD_SHM_RNR;
 	*eager_head = atomic_load_explicit(&r->eager_head, memory_order_acquire);
 	return DAT_DTO_SUCCESS;
@@ -293,7 +391,7 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 	struct iovec liov[ZD_SHM_MAX_SEGS];
 	struct zd_shm_rq_slot *slot = NULL;
 	struct zd_soft_seg segs[ZD_SHM_MAX_SEGS];
-	uint64_t total, pos = 0, eager_head;
+	uint64_t total, pos = 0, eager_head, comp_head;
 	uint32_t nseg, tag = 0;
 	bool flushed = false;
 	int st = DAT_DTO_SUCCESS, rst = DAT_DTO_SUCCESS;
@@ -302,7 +400,7 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 		return DAT_DTO_ERR_LOCAL_PROTECTION;
 	if (ZD_UNLIKELY(total > ZD_SHM_MAX_MESSAGE))
 		return DAT_DTO_ERR_LOCAL_LENGTH;
-	if (ZD_UNLIKELY((st = msg_room(qp, &eager_head)) != DAT_DTO_SUCCESS))
+	if (ZD_UNLIKELY((st = msg_room(qp, &eager_head, &comp_head)) != DAT_DTO_SUCCESS))
 		return st;
 	*done = total;
 
@@ -326,7 +424,7 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 			}
 		}
 		recv_filled(slot, pos, tag);
-		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, 0, flags);
+		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, 0, flags, comp_head);
 	} else {
 		uint8_t *dst;
 		uint64_t off = 0;
@@ -340,7 +438,8 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 		}
 		qp->eager_tail++;
 		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, 0, flags);
+		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, 0, flags,
+			     comp_head);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;
@@ -364,7 +463,7 @@ static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_CO
 						    DAT_COMPLETION_FLAGS flags, uint64_t *done)
 {
 	struct zd_shm_rq_slot *slot = NULL;
-	uint64_t eager_head, pos = 0;
+	uint64_t eager_head, comp_head, pos = 0;
 	uint32_t tag = 0;
 	bool flushed = false;
 	int st;
@@ -373,7 +472,7 @@ static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_CO
 	 * runs again whole when the target makes room, so it must not have
 	 * written yet.  An eager slot is room enough whether or not a receive
 	 * is posted; the target only ever adds room meanwhile. */
-	if ((st = msg_room(qp, &eager_head)) != DAT_DTO_SUCCESS)
+	if ((st = msg_room(qp, &eager_head, &comp_head)) != DAT_DTO_SUCCESS)
 		return st;
 	if (qp->eager_tail - eager_head >= qp->r_eager_slots)
 		return ZD_SHM_RNR;
@@ -388,12 +487,12 @@ static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_CO
 		/* Consumed, not written: the immediate lands in the entry. */
 		recv_filled(slot, pos, tag);
 		comp_publish(qp, ZD_SHM_COMP_DIRECT | ZD_SHM_COMP_IMMED, (uint32_t)*done,
-			     DAT_DTO_SUCCESS, pos, imm, flags);
+			     DAT_DTO_SUCCESS, pos, imm, flags, comp_head);
 	} else {
 		qp->eager_tail++;
 		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
 		comp_publish(qp, ZD_SHM_COMP_EAGER | ZD_SHM_COMP_IMMED, (uint32_t)*done,
-			     DAT_DTO_SUCCESS, 0, imm, flags);
+			     DAT_DTO_SUCCESS, 0, imm, flags, comp_head);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;

@@ -71,6 +71,7 @@ static void qp_region_init(struct zd_shm_qp *qp)
 	for (uint32_t i = 0; i < qp->rq_depth; i++)
 		atomic_store(&qp->rq[i].state, zd_shm_slot_word(0, 0, ZD_SHM_SLOT_FREE));
 	qp->msg_seen = 0;
+	qp->comp_seen = 0;
 }
 
 DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
@@ -122,14 +123,21 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 		goto err;
 	qp_region_init(qp);
 
+	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
 	pthread_mutex_lock(&sia->lock);
-	sia->next_tag = (sia->next_tag + 1) & ZD_SHM_TAG_MASK;
-	if (!sia->next_tag)
-		sia->next_tag = 1;
+	/* A tag no live QP holds (its CQEs name it: zd_shm_cqring.h). */
+	do {
+		sia->next_tag = (sia->next_tag + 1) & ZD_SHM_TAG_MASK;
+	} while (!sia->next_tag || atomic_load_explicit(&sia->qp_by_tag[sia->next_tag],
+							memory_order_relaxed));
 	qp->tag = sia->next_tag;
+	/* release: pairs with the CQ poller's acquire load in cqe_event: the
+	 * QP is set up before a CQE can find it.  Only a QP with a recv CQ
+	 * is found (its detach clears the entry). */
+	if (qp->recv_cq)
+		atomic_store_explicit(&sia->qp_by_tag[qp->tag], qp, memory_order_release);
 	pthread_mutex_unlock(&sia->lock);
 
-	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
 	qp->req_cq = ep->request_evd ? ep->request_evd->cq_priv : NULL;
 	if (qp->recv_cq && zd_shm_cq_attach(qp->recv_cq, qp, true) != 0)
 		goto err;
@@ -147,6 +155,10 @@ err_recv:
 	if (qp->recv_cq)
 		zd_shm_cq_detach(qp->recv_cq, qp, true);
 err:
+	pthread_mutex_lock(&sia->lock);
+	if (qp->tag && atomic_load_explicit(&sia->qp_by_tag[qp->tag], memory_order_relaxed) == qp)
+		atomic_store_explicit(&sia->qp_by_tag[qp->tag], NULL, memory_order_relaxed);
+	pthread_mutex_unlock(&sia->lock);
 	free(qp->sq);
 	free(qp->rq_cookie);
 	zd_soft_region_destroy(&qp->region);
@@ -175,19 +187,26 @@ size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 	b.srq_size = qp->srq ? qp->srq->region.size : 0;
 	b.qp_tag = qp->tag;
 	b.pz_id = qp->pz_id;
+	b.cq_fd = qp->recv_cq ? qp->recv_cq->ring_region.fd : -1;
+	b.cq_size = qp->recv_cq ? qp->recv_cq->ring_region.size : 0;
 	memcpy(blob, &b, sizeof(b));
 	return sizeof(b);
 }
 
 static void qp_unmap_peer(struct zd_shm_qp *qp)
 {
+	struct zd_soft_peer *p = qp->peer;
+
 	zd_soft_region_unmap(&qp->rregion);
 	zd_soft_region_unmap(&qp->rsrq_region);
+	zd_shm_cqring_unmap(qp);
 	qp->remote = NULL;
 	qp->rsrq = NULL;
-	if (qp->peer)
-		zd_shm_peer_put(qp->sia, qp->peer);
-	qp->peer = NULL;
+	/* Cleared before the put: the CQ consumer reads it under the lock
+	 * (zd_shm_cqring_unstick). */
+	__atomic_store_n(&qp->peer, NULL, __ATOMIC_RELAXED);
+	if (p)
+		zd_shm_peer_put(qp->sia, p);
 }
 
 DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len)
@@ -240,7 +259,10 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 		qp->rsrq_slots = (void *)((char *)s + s->slots_off);
 		qp->rsrq = s;
 	}
+	if (zd_shm_cqring_map(qp, &b) != 0)
+		goto err;
 	qp->msg_sent = 0;
+	qp->comp_seq = 0;
 	qp->comp_tail = 0;
 	qp->eager_tail = 0;
 	/* release: the mapping above is complete before posts see remote. */
@@ -369,35 +391,14 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 
 /* ---- receive side: reaping the completion ring (recv CQ poller) ---- */
 
-/* The receive completion of entry @c (@st its checked status): a plain
- * receive, or an RDMA write's immediate data (DAT_IB_DTO_EVENT). */
+/* The receive completion of entry @c (@st its checked status) into the EVD. */
 static void recv_event(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie,
 		       DAT_DTO_COMPLETION_STATUS st, const struct zd_shm_comp *c)
 {
 	DAT_EVENT ev;
-	struct zd_evd *evd = qp->recv_cq->soft.evd;
-	uint32_t len = st == DAT_DTO_SUCCESS ? c->len : 0;
 
-	if (ZD_UNLIKELY(c->type_flags & ZD_SHM_COMP_IMMED)) {
-		zd_dto_event_fill(&ev, evd, qp->ep, cookie, st, len,
-				  (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, c->imm);
-	} else {
-		ev.event_number = DAT_DTO_COMPLETION_EVENT;
-		ev.evd_handle = evd;
-		ev.event_data.dto_completion_event_data = (DAT_DTO_COMPLETION_EVENT_DATA){
-			.ep_handle = qp->ep, .user_cookie = cookie, .status = st,
-			.transfered_length = len, .operation = DAT_DTO_RECEIVE,
-		};
-	}
-	/* The sender's DAT_COMPLETION_SOLICITED_WAIT_FLAG, for solicited wait. */
-	zd_evd_ev_set_solicited(&ev, c->type_flags & ZD_SHM_COMP_SOLICITED);
-	/* cq_poll's budget was the room in the ring, but request completions
-	 * posted directly (zd_shm_cq_complete_req) may have taken some since:
-	 * then it spills (overflow semantics), never drops, and later ones
-	 * follow it into the spill list. */
-	if (ZD_UNLIKELY(zd_evd_spilling(evd, memory_order_relaxed) ||
-			!zd_ring_enqueue(evd->ring, &ev)))
-		zd_evd_post(evd, &ev, 1);
+	zd_shm_recv_event(&ev, qp, cookie, st, c->type_flags, c->len, c->imm);
+	zd_shm_recv_enqueue(qp->recv_cq->soft.evd, &ev);
 }
 
 /* Copies an eager message into a receive slot this process posted (its
@@ -445,11 +446,7 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 	if (head == tail)
 		return 0;
 	if (ZD_UNLIKELY(tail - head > qp->comp_depth)) {
-		/* A corrupt peer: stop listening to it. */
-		if (!atomic_exchange(&qp->flushed_rq, 1)) {
-			atomic_store(&qp->error, 1);
-			zd_shm_qp_flush_recvs(qp, false);
-		}
+		zd_shm_qp_peer_corrupt(qp);
 		return 0;
 	}
 	/* dat_ep_set_watermark armed on an SRQ EP: buffers its peer took
@@ -464,6 +461,15 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 		DAT_DTO_COMPLETION_STATUS st = c.status <= DAT_DTO_ERR_PARTIAL_PACKET ?
 					       (DAT_DTO_COMPLETION_STATUS)c.status :
 					       DAT_DTO_ERR_TRANSPORT;
+
+		/* Its predecessor is still in the CQ ring: after it. */
+		if (c.seq != qp->comp_seen) {
+			if (c.seq < qp->comp_seen) {
+				zd_shm_qp_peer_corrupt(qp);
+				return n;
+			}
+			break;
+		}
 
 		if (qp->srq) {
 			struct zd_shm_srq *s = qp->srq;
@@ -534,8 +540,13 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 			}
 			qp->msg_seen = pos + 1;
 		}
+		qp->comp_seen++;
 		head++;
 	}
+	/* Entries left (no receive for them yet, budget, an earlier CQE):
+	 * the CQ's poller walks again. */
+	if (head != tail)
+		qp->recv_cq->walk_again = true;
 	/* release: pairs with the peer's acquire loads of eager_head and
 	 * comp_head: our reads of those entries and slots are done. */
 	atomic_store_explicit(&own->eager_head, eager_head, memory_order_release);
