@@ -74,6 +74,29 @@ static void qp_region_init(struct zd_shm_qp *qp)
 	qp->comp_seen = 0;
 }
 
+/* Gives @qp a tag no live QP holds, and lists it under it for its recv
+ * CQ's consumer (CQEs name their QP by tag: zd_shm_cqring.h); a tag it
+ * had is dropped, so entries of an earlier connection name nobody. */
+static void qp_tag(struct zd_shm_qp *qp)
+{
+	struct zd_shm_ia *sia = qp->sia;
+
+	pthread_mutex_lock(&sia->lock);
+	if (qp->tag && atomic_load_explicit(&sia->qp_by_tag[qp->tag], memory_order_relaxed) == qp)
+		atomic_store_explicit(&sia->qp_by_tag[qp->tag], NULL, memory_order_relaxed);
+	do {
+		sia->next_tag = (sia->next_tag + 1) & ZD_SHM_TAG_MASK;
+	} while (!sia->next_tag || atomic_load_explicit(&sia->qp_by_tag[sia->next_tag],
+							memory_order_relaxed));
+	qp->tag = sia->next_tag;
+	/* release: pairs with the CQ poller's acquire load in cqe_event: the
+	 * QP is set up before a CQE can find it.  Only a QP with a recv CQ
+	 * is found (its detach clears the entry). */
+	if (qp->recv_cq)
+		atomic_store_explicit(&sia->qp_by_tag[qp->tag], qp, memory_order_release);
+	pthread_mutex_unlock(&sia->lock);
+}
+
 DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 {
 	struct zd_shm_ia *sia = ep->obj.ia->dev_priv;
@@ -124,19 +147,7 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	qp_region_init(qp);
 
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
-	pthread_mutex_lock(&sia->lock);
-	/* A tag no live QP holds (its CQEs name it: zd_shm_cqring.h). */
-	do {
-		sia->next_tag = (sia->next_tag + 1) & ZD_SHM_TAG_MASK;
-	} while (!sia->next_tag || atomic_load_explicit(&sia->qp_by_tag[sia->next_tag],
-							memory_order_relaxed));
-	qp->tag = sia->next_tag;
-	/* release: pairs with the CQ poller's acquire load in cqe_event: the
-	 * QP is set up before a CQE can find it.  Only a QP with a recv CQ
-	 * is found (its detach clears the entry). */
-	if (qp->recv_cq)
-		atomic_store_explicit(&sia->qp_by_tag[qp->tag], qp, memory_order_release);
-	pthread_mutex_unlock(&sia->lock);
+	qp_tag(qp);
 
 	qp->req_cq = ep->request_evd ? ep->request_evd->cq_priv : NULL;
 	if (qp->recv_cq && zd_shm_cq_attach(qp->recv_cq, qp, true) != 0)
@@ -353,10 +364,14 @@ DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
 	zd_shm_qp_progress_sq(qp);
 	qp_unmap_peer(qp);
 	qp_region_init(qp);
+	/* CQEs of the old connection may still come: they name the old tag. */
+	if (!qp->ud)
+		qp_tag(qp);
 	atomic_store(&qp->sq_head, 0);
 	atomic_store(&qp->sq_tail, 0);
 	atomic_store(&qp->error, 0);
 	atomic_store(&qp->flushed, 0);
+	atomic_store(&qp->flushed_rq, 0);
 	return DAT_SUCCESS;
 }
 
