@@ -3,12 +3,14 @@
  *
  * Model: "the initiator executes".  Every QP owns a shared region (an
  * unnamed, sealed memfd) holding its receive queue, an eager ring for sends
- * that find no receive posted, and the ring of receive completions its
- * peer produces.  Every IA owns one more region: its memory-region table
- * (MR table, indexed by key index), its chunk table (where the pool's memfd
- * chunks lie) and a doorbell futex.  A peer obtains these fds with
- * pidfd_open + pidfd_getfd at qp_connect, so nothing ever appears in
- * /dev/shm and nothing is left behind after SIGKILL.
+ * that find no receive posted, and a ring of receive completions its peer
+ * produces (the fallback, below).  Every CQ (DTO EVD) owns a shared
+ * completion ring into which the peers of all its QPs publish receive
+ * completions (zd_shm_cqring.h).  Every IA owns one more region: its
+ * memory-region table (MR table, indexed by key index), its chunk table
+ * (where the pool's memfd chunks lie) and a doorbell futex.  A peer obtains
+ * these fds with pidfd_open + pidfd_getfd at qp_connect, so nothing ever
+ * appears in /dev/shm and nothing is left behind after SIGKILL.
  *
  *  - RDMA write/read: the initiator checks the rkey in the target's MR table
  *    (key, bounds, access, PZ) and copies itself: memcpy through its mapping
@@ -17,9 +19,14 @@
  *    target never runs.  A write's last 8 bytes land after all the others,
  *    as on the wire (consumers poll them).
  *  - Send: the initiator takes the target's next posted receive (or an SRQ
- *    buffer), copies into it, and appends a completion entry to the target
- *    QP's completion ring; with no receive posted it copies into the eager
- *    ring instead (the target's cq_poll matches it to the receive later), and
+ *    buffer), copies into it (or, up to ZD_SHM_CQE_INLINE bytes, into the
+ *    completion entry itself), and publishes a completion entry (CQE) in
+ *    the target's recv CQ ring, which the consumer's dequeue reads straight
+ *    into its DAT event; while earlier entries of the QP wait in the QP's
+ *    own completion ring, or the CQ ring has no slot at once, the entry
+ *    goes there instead (the target's cq_poll walks those QPs when told);
+ *    with no receive posted it copies into the eager ring and appends to
+ *    the QP's ring (the target's cq_poll matches it to the receive later), and
  *    with neither room it keeps the send queued (RNR), flags rnr_wait in the
  *    target's region and retries on its own progress; the target rings the
  *    initiator's doorbell when it posts a receive or frees ring space.  A
@@ -35,8 +42,10 @@
  *    atomic_lock, which every initiator takes for such words.
  *  - Completions of the initiator's own DTOs go to a local MPSC ring of DAT
  *    events per CQ; cq_poll moves them, and the receive completions the peers
- *    produced, into the EVD ring.  Request completions go straight into the
- *    EVD ring while the local ring is drained (zd_shm_cq.c).
+ *    produced, into the EVD ring; a dequeue on an empty EVD ring takes the
+ *    next CQE (or local completion) straight into the caller's event.
+ *    Request completions go straight into the EVD ring while the local ring
+ *    is drained (zd_shm_cq.c).
  *
  * Everything a peer wrote is untrusted: indices are masked or bounds
  * checked, lengths checked, states compared with what this side expects.
@@ -119,6 +128,8 @@ enum zd_shm_slot_state {
 };
 #define ZD_SHM_TAG_BITS 20
 #define ZD_SHM_TAG_MASK ((1u << ZD_SHM_TAG_BITS) - 1)
+#define ZD_SHM_TAG_LEAF 1024u
+#define ZD_SHM_TAG_LEAVES ((ZD_SHM_TAG_MASK + 1) / ZD_SHM_TAG_LEAF)
 
 static inline uint64_t zd_shm_slot_word(uint64_t pos, uint32_t tag, unsigned st)
 {
@@ -209,11 +220,11 @@ struct zd_shm_ia {
 	struct zd_soft_peer *peers;       /* peer IAs (zd_soft_peer.h) */
 	struct zd_soft_cq *cqs;           /* for the waker */
 	uint32_t next_tag;
-	/* RC QPs by tag (ZD_SHM_TAG_MASK + 1 entries, pages touched as
-	 * used), for the CQ consumers' checks of a CQE's tag: set and
-	 * cleared under @lock, read by a CQ's poller inside its @polling
-	 * section (zd_shm_cq.c) or under @lock. */
-	struct zd_shm_qp *_Atomic *qp_by_tag;
+	/* RC QPs by tag, for the CQ consumers' checks of a CQE's tag: leaves
+	 * of ZD_SHM_TAG_LEAF entries made as tags get used (zd_shm_tag_qp).
+	 * Set and cleared under @lock, read by a CQ's poller inside its
+	 * @polling section (zd_shm_cq.c) or under @lock. */
+	struct zd_shm_qp *_Atomic *_Atomic tag_leaf[ZD_SHM_TAG_LEAVES];
 	pthread_t waker;
 	uint32_t waker_seen;              /* doorbell value before the first arm */
 	bool waker_running;
@@ -302,6 +313,12 @@ struct zd_shm_qp {
 	struct zd_shm_comp *comp;
 	uint8_t *eager;
 	DAT_DTO_COOKIE *rq_cookie;
+	/* Each posted receive's first segment (private: where an inline
+	 * message goes, zd_shm_cqring.h); RC QPs only. */
+	struct zd_shm_rq_first {
+		uint64_t addr;
+		uint64_t len;
+	} *rq_first;
 	uint32_t rq_depth, comp_depth;
 	uint64_t rq_reaped;               /* poller: receives completed so far */
 	uint64_t msg_seen;                /* poller: messages received (non-SRQ: = slot) */
@@ -340,6 +357,24 @@ struct zd_shm_qp {
 	_Atomic uint32_t sq_busy;         /* progress_sq try-lock */
 	_Atomic uint32_t sq_listed;       /* counted in req_cq->backlog */
 };
+
+/* ---- zd_shm_qp.c: QPs by tag ---- */
+/* The RC QP listed under @tag, or NULL (its recv CQ's poller inside its
+ * @polling section, or under the IA lock). */
+static ZD_ALWAYS_INLINE struct zd_shm_qp *zd_shm_tag_qp(struct zd_shm_ia *sia, uint32_t tag,
+							memory_order mo)
+{
+	/* acquire: pairs with the release store of the leaf in
+	 * zd_shm_tag_set: its entries read zero or what was set. */
+	struct zd_shm_qp *_Atomic *leaf = atomic_load_explicit(
+		&sia->tag_leaf[(tag & ZD_SHM_TAG_MASK) / ZD_SHM_TAG_LEAF], memory_order_acquire);
+
+	return leaf ? atomic_load_explicit(&leaf[tag % ZD_SHM_TAG_LEAF], mo) : NULL;
+}
+/* Lists @qp (or NULL) under @tag, under the IA lock, with @mo; 0 or
+ * -ENOMEM (no leaf for it). */
+int zd_shm_tag_set(struct zd_shm_ia *sia, uint32_t tag, struct zd_shm_qp *qp, memory_order mo);
+void zd_shm_tags_free(struct zd_shm_ia *sia);
 
 /* ---- zd_shm_mr.c ---- */
 uint32_t zd_shm_pz_id(const void *pz);

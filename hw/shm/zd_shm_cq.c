@@ -1,11 +1,17 @@
 /*
  * Completion queues of the shm device, one per DTO EVD.
  *
- * Two sources feed an EVD, both drained by cq_poll on the EVD consumer's
+ * Three sources feed an EVD, drained by cq_poll on the EVD consumer's
  * thread (manual progress), straight into evd->ring and never more than
- * @budget:
- *  - receive completions the peers produced in the completion rings of the
- *    QPs whose recv EVD this is (zd_shm_qp_reap), scanned in turn;
+ * @budget, in this order:
+ *  - receive completions the peers published in the CQ's shared ring
+ *    (zd_shm_cqring.h), checked against our own state and turned into DAT
+ *    events; dat_evd_dequeue on an empty EVD ring takes the next one
+ *    straight into the caller's event (zd_shm_cq_poll_one);
+ *  - receive completions the peers left in the completion rings of the QPs
+ *    whose recv EVD this is (zd_shm_qp_reap: eager messages, a full CQ
+ *    ring, UD), scanned in turn only when a producer raised the ring's
+ *    fallback flag, a walk left entries behind, or UD QPs are attached;
  *  - completions of this process's own DTOs (sends, RDMA, flushes), which
  *    any thread pushes into the local ring, an MPSC ring of DAT events.
  * Request completions skip the first step while the local ring is drained: the
@@ -35,9 +41,10 @@
  *    (zd_evd_cq_post_direct) keep EVD order: its argument needs only that
  *    local's consumer enqueues into the EVD ring before it frees the slot
  *    in local (zd_evd_cq_drain does), not which thread that is;
- *  - the recv_qps walk is flagged in @polling by one thread at a time,
- *    the poller; poller_wait's heavy fence (membarrier) reaches it as any
- *    thread of the process;
+ *  - the recv_qps walk and the CQ ring's tag lookups are flagged in
+ *    @polling by one thread at a time, the poller; poller_wait's heavy
+ *    fence (membarrier) reaches it as any thread of the process; the CQ
+ *    ring's head is private to whoever polls, the poller;
  *  - reaping only produces into evd->ring (recv_event spills when a
  *    claim fails), so it runs while the consumer dequeues; the poller
  *    holds evd->direct_users around the call, so dat_evd_resize cannot
@@ -142,12 +149,11 @@ int zd_shm_cq_attach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 {
 	pthread_mutex_lock(&cq->sia->lock);
+	/* seq_cst: the Dekker store poller_wait's fence pairs with (the
+	 * list change below waits the poller out after it). */
 	if (recv && qp->tag && !qp->ud &&
-	    atomic_load_explicit(&cq->sia->qp_by_tag[qp->tag], memory_order_relaxed) == qp) {
-		/* seq_cst: the Dekker store poller_wait's fence pairs with (the
-		 * list change below waits the poller out after it). */
-		atomic_store_explicit(&cq->sia->qp_by_tag[qp->tag], NULL, memory_order_seq_cst);
-	}
+	    zd_shm_tag_qp(cq->sia, qp->tag, memory_order_relaxed) == qp)
+		zd_shm_tag_set(cq->sia, qp->tag, NULL, memory_order_seq_cst);
 	/* On ENOMEM keep the QP listed; it is then a flushed, empty QP. */
 	if (recv && zd_soft_qplist_change(&cq->recv_qps, qp, false, poller_wait, cq) == 0 &&
 	    qp->ud)
@@ -186,21 +192,23 @@ static ZD_ALWAYS_INLINE bool cqe_event(struct zd_shm_cq *cq, const struct zd_shm
 {
 	/* acquire: pairs with the release store of the entry at QP create:
 	 * the QP is set up. */
-	struct zd_shm_qp *qp = atomic_load_explicit(&cq->sia->qp_by_tag[tag],
-						    memory_order_acquire);
+	struct zd_shm_qp *qp = zd_shm_tag_qp(cq->sia, tag, memory_order_acquire);
 	DAT_DTO_COMPLETION_STATUS st;
 	uint64_t pos = c->rpos, w;
 
 	if (ZD_UNLIKELY(!qp || qp->recv_cq != cq || c->tag != tag ||
 			(c->type_flags & 0xff) != ZD_SHM_COMP_DIRECT))
 		return zd_shm_cq_refuse(cq, NULL, "names no receive QP of this CQ");
-	if (ZD_UNLIKELY(c->seq != qp->comp_seen || c->len > ZD_SHM_MAX_MESSAGE))
+	if (ZD_UNLIKELY(c->seq != (uint32_t)qp->comp_seen || c->len > ZD_SHM_MAX_MESSAGE))
 		return zd_shm_cq_refuse(cq, qp, "out of sequence or too long");
 	st = c->status <= DAT_DTO_ERR_PARTIAL_PACKET ? (DAT_DTO_COMPLETION_STATUS)c->status
 						     : DAT_DTO_ERR_TRANSPORT;
 	qp->comp_seen++;
 	if (ZD_UNLIKELY(qp->srq != NULL)) {
 		struct zd_shm_srq *s = qp->srq;
+
+		if (ZD_UNLIKELY(c->inline_len))
+			return zd_shm_cq_refuse(cq, qp, "inline data for a shared receive queue");
 		struct zd_shm_rq_slot *slot = &s->slots[pos & (s->depth - 1)];
 		bool ok;
 
@@ -221,11 +229,20 @@ static ZD_ALWAYS_INLINE bool cqe_event(struct zd_shm_cq *cq, const struct zd_shm
 		return zd_shm_cq_refuse(cq, qp, "names another receive than the next");
 	qp->msg_seen = pos + 1;
 	{
-		struct zd_shm_rq_slot *slot = &qp->rq[pos & (qp->rq_depth - 1)];
+		const uint32_t i = (uint32_t)pos & (qp->rq_depth - 1);
+		struct zd_shm_rq_slot *slot = &qp->rq[i];
+		/* The message inline: it must be the whole message and fit
+		 * the receive's first segment as we posted it. */
+		const uint32_t inl = c->inline_len;
 
+		if (ZD_UNLIKELY(inl && (inl != c->len || inl > ZD_SHM_CQE_INLINE ||
+					inl > qp->rq_first[i].len)))
+			return zd_shm_cq_refuse(cq, qp, "inline data that does not fit");
 		w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_DONE);
 		if (ZD_LIKELY(atomic_compare_exchange_strong(&slot->state, &w,
 				zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FREE)))) {
+			if (inl)
+				memcpy((void *)(uintptr_t)qp->rq_first[i].addr, c->data, inl);
 			zd_shm_recv_event(ev, qp, qp->rq_cookie[pos & (qp->rq_depth - 1)], st,
 					  c->type_flags, c->len, c->imm);
 			return true;
@@ -263,15 +280,10 @@ static ZD_ALWAYS_INLINE bool cqring_take(struct zd_shm_cq *cq, uint64_t v, DAT_E
 	struct zd_shm_cqe *s = &cq->ring[h & (cq->ring_depth - 1)];
 	uint32_t tag = (uint32_t)(v >> 4) & ZD_SHM_TAG_MASK;
 	struct zd_shm_cqe c;
-	/* One copy of the untrusted line, each field read once (volatile:
+	/* One copy of the untrusted line, each word read once (volatile:
 	 * the checks and the use see the same values). */
-	c.tag = *(volatile uint32_t *)&s->tag;
-	c.type_flags = *(volatile uint32_t *)&s->type_flags;
-	c.rpos = *(volatile uint64_t *)&s->rpos;
-	c.seq = *(volatile uint64_t *)&s->seq;
-	c.len = *(volatile uint32_t *)&s->len;
-	c.status = *(volatile uint32_t *)&s->status;
-	c.imm = *(volatile uint32_t *)&s->imm;
+	for (unsigned k = 1; k < sizeof(c) / 8; k++)
+		((uint64_t *)(void *)&c)[k] = ((const volatile uint64_t *)(const void *)s)[k];
 	/* release: pairs with the producers' acquire load of the state before
 	 * their claim: our reads of this lap are done before the slot's
 	 * next tenant writes it. */

@@ -199,7 +199,7 @@ bool zd_shm_cqring_unstick(struct zd_shm_cq *cq, uint64_t w, bool look_now)
 		}
 		cq->stuck_checked = now;
 		/* Under the lock: QPs leave the table, and their peers, under it. */
-		qp = atomic_load_explicit(&sia->qp_by_tag[tag], memory_order_relaxed);
+		qp = zd_shm_tag_qp(sia, tag, memory_order_relaxed);
 		p = qp && qp->recv_cq == cq ? __atomic_load_n(&qp->peer, __ATOMIC_RELAXED) : NULL;
 		dead = !p || peer_dead(p);
 		if (!dead && now - cq->stuck_since < ZD_SHM_CQE_HOSTILE_NS) {

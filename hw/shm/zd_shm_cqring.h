@@ -41,6 +41,13 @@
  *    (zd_cm_dev_broken); a live one is given ZD_SHM_CQE_HOSTILE_NS, then
  *    skipped the same way.  Garbage at head is skipped, counted.
  *
+ * Small sends (up to ZD_SHM_CQE_INLINE bytes, a non-SRQ receive whose
+ * first segment holds them) travel in the CQE itself: the producer claims
+ * the CQE before it would copy, writes the message there instead of into
+ * the receive buffer, and the consumer copies it into the buffer (its own
+ * memory, whose address it keeps privately: rq_first) when it takes the
+ * CQE.  One line then carries data and completion.
+ *
  * Order per QP: every completion of a QP carries the QP's sequence number.
  * A producer uses this ring only while the QP's own completion ring is
  * drained (every earlier entry there was reaped into the EVD, as in
@@ -71,16 +78,23 @@ enum zd_shm_cqe_state {
 	ZD_SHM_CQE_PUBLISHED = 2,
 };
 
+/* Bytes of a message a CQE carries itself (ZD_SHM_CQE_INLINE): what the
+ * line leaves beside the header. */
+#define ZD_SHM_CQE_INLINE 32
+
 struct zd_shm_cqe {
 	_Atomic uint64_t state;   /* zd_shm_slot_word(pos, producer tag, ZD_SHM_CQE_*) */
 	uint32_t tag;             /* the target QP: the consumer's tag (= producer tag) */
-	uint32_t type_flags;      /* ZD_SHM_COMP_DIRECT | _SOLICITED | _IMMED */
-	uint64_t rpos;            /* RQ slot position, or SRQ slot position */
-	uint64_t seq;             /* the QP's completion sequence */
+	uint16_t type_flags;      /* ZD_SHM_COMP_DIRECT | _SOLICITED | _IMMED */
+	uint8_t status;           /* DAT_DTO_COMPLETION_STATUS */
+	uint8_t inline_len;       /* the message is in @data (not in the buffer) */
+	uint32_t seq;             /* the QP's completion sequence (low bits) */
 	uint32_t len;
-	uint32_t status;          /* DAT_DTO_COMPLETION_STATUS */
-	uint32_t imm;
-	uint32_t pad[5];
+	uint64_t rpos;            /* RQ slot position, or SRQ slot position */
+	union {
+		uint32_t imm;                     /* with ZD_SHM_COMP_IMMED */
+		uint8_t data[ZD_SHM_CQE_INLINE];  /* with inline_len */
+	};
 } __attribute__((aligned(ZD_CACHE_LINE)));
 _Static_assert(sizeof(struct zd_shm_cqe) == ZD_CACHE_LINE, "a CQE is one line");
 

@@ -88,10 +88,6 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
 		atomic_store(&sia->sh->chunks[i].fd, -1);
 	shm_ia_env(sia);
-	/* Untouched pages of it cost nothing (calloc of this size maps). */
-	sia->qp_by_tag = calloc(ZD_SHM_TAG_MASK + 1, sizeof(*sia->qp_by_tag));
-	if (!sia->qp_by_tag)
-		goto err;
 	ia->dev_priv = sia;
 	if (zd_shm_chunks_start(sia) != 0) {
 		ia->dev_priv = NULL;
@@ -99,7 +95,6 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	}
 	return DAT_SUCCESS;
 err:
-	free(sia->qp_by_tag);
 	zd_soft_region_destroy(&sia->region);
 	pthread_mutex_destroy(&sia->lock);
 	free(sia);
@@ -116,7 +111,7 @@ static void shm_ia_close(struct zd_ia *ia)
 	zd_shm_chunks_stop(sia);
 	zd_soft_region_destroy(&sia->region);
 	pthread_mutex_destroy(&sia->lock);
-	free(sia->qp_by_tag);
+	zd_shm_tags_free(sia);
 	free(sia);
 	ia->dev_priv = NULL;
 }

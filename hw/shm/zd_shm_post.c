@@ -260,34 +260,46 @@ static ZD_ALWAYS_INLINE struct zd_shm_cqe *cqe_claim(struct zd_shm_qp *qp, uint6
 	return NULL;
 }
 
-/* A receive completion of @qp for its peer's recv CQ: into the CQ ring
- * while the QP's own ring is drained (@comp_head, read by msg_room, is
- * its consumer's position: every entry before ours there was reaped into
- * the EVD, so ours cannot pass it), else, or when the CQ ring has no slot
- * at once, into the QP's own ring, raising the CQ ring's fallback flag. */
-static void comp_publish(struct zd_shm_qp *qp, unsigned type, uint32_t len, int status,
-			 uint64_t rpos, uint32_t imm, DAT_COMPLETION_FLAGS flags,
-			 uint64_t comp_head)
+/* Whether a completion of @qp of @type may take the peer's CQ ring: a
+ * receive this message consumed (not an eager one), and the QP's own
+ * ring drained (@comp_head, read by msg_room, is its consumer's position:
+ * every entry before ours there was reaped into the EVD, so ours cannot
+ * pass it). */
+static ZD_ALWAYS_INLINE bool cq_ring_usable(const struct zd_shm_qp *qp, unsigned type,
+					    uint64_t comp_head)
+{
+	return (type & 0xff) == ZD_SHM_COMP_DIRECT && qp->rcqe != NULL &&
+	       qp->comp_tail == comp_head;
+}
+
+/* A receive completion of @qp for its peer's recv CQ: into CQE @e (claimed
+ * already, with the message inline when @inl), or a CQE claimed now if
+ * cq_ring_usable, else, or when the CQ ring has no slot at once, into the
+ * QP's own ring, raising the CQ ring's fallback flag. */
+static void comp_publish(struct zd_shm_qp *qp, struct zd_shm_cqe *e, uint64_t pos, uint8_t inl,
+			 unsigned type, uint32_t len, int status, uint64_t rpos, uint32_t imm,
+			 DAT_COMPLETION_FLAGS flags, uint64_t comp_head)
 {
 	uint32_t type_flags = type | ((flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) ?
 				      ZD_SHM_COMP_SOLICITED : 0);
-	uint64_t seq = qp->comp_seq++, pos;
-	struct zd_shm_cqe *e;
+	uint64_t seq = qp->comp_seq++;
 
-	if (ZD_LIKELY((type & 0xff) == ZD_SHM_COMP_DIRECT && qp->rcqe != NULL &&
-		      qp->comp_tail == comp_head) &&
-	    ZD_LIKELY((e = cqe_claim(qp, &pos)) != NULL)) {
+	if (!e && ZD_LIKELY(cq_ring_usable(qp, type, comp_head)))
+		e = cqe_claim(qp, &pos);
+	if (ZD_LIKELY(e != NULL)) {
 		if (ZD_UNLIKELY(qp->sia->fault_claim_stop))
 			raise(SIGSTOP);  /* a test kills us here */
 		e->tag = qp->r_tag;
-		e->type_flags = type_flags;
-		e->rpos = rpos;
-		e->seq = seq;
+		e->type_flags = (uint16_t)type_flags;
+		e->status = (uint8_t)status;
+		e->inline_len = inl;
+		e->seq = (uint32_t)seq;
 		e->len = len;
-		e->status = (uint32_t)status;
-		e->imm = imm;
+		e->rpos = rpos;
+		if (ZD_UNLIKELY(type_flags & ZD_SHM_COMP_IMMED))
+			e->imm = imm;
 		/* release: pairs with the consumer's acquire load of the state
-		 * in cqring_take: the entry and the data it announces are
+		 * in cqring_ready: the entry and the data it announces are
 		 * visible first.  A plain store: had the consumer skipped our
 		 * claim (dead or hostile, zd_shm_cqring_unstick), this reads
 		 * as garbage there and is skipped again. */
@@ -411,11 +423,28 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 			return DAT_DTO_ERR_FLUSHED;
 	}
 	if (slot) {
+		struct zd_shm_cqe *e = NULL;
+		uint64_t cpos = 0;
+		uint8_t inl = 0;
+
 		/* Copy the untrusted descriptor once, then check it. */
 		nseg = slot->nseg;
 		if (nseg > ZD_SHM_MAX_SEGS || slot->total < total) {
 			st = DAT_DTO_ERR_REMOTE_RESPONDER;
 			rst = DAT_DTO_ERR_LOCAL_LENGTH;
+		} else if (total - 1 < ZD_SHM_CQE_INLINE && !qp->rsrq && nseg > 0 &&
+			   slot->seg[0].len >= total &&
+			   cq_ring_usable(qp, ZD_SHM_COMP_DIRECT, comp_head) &&
+			   (e = cqe_claim(qp, &cpos)) != NULL) {
+			/* Small: the message rides in its CQE, which the
+			 * consumer copies into the buffer (zd_shm_cqring.h). */
+			uint32_t off = 0;
+
+			for (DAT_COUNT i = 0; i < n; i++) {
+				memcpy(e->data + off, liov[i].iov_base, liov[i].iov_len);
+				off += (uint32_t)liov[i].iov_len;
+			}
+			inl = (uint8_t)total;
 		} else {
 			memcpy(segs, slot->seg, nseg * sizeof(segs[0]));
 			if (zd_soft_peer_copy(qp->peer, true, liov, (int)n, segs, (int)nseg) != 0) {
@@ -424,7 +453,8 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 			}
 		}
 		recv_filled(slot, pos, tag);
-		comp_publish(qp, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, 0, flags, comp_head);
+		comp_publish(qp, e, cpos, inl, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, 0,
+			     flags, comp_head);
 	} else {
 		uint8_t *dst;
 		uint64_t off = 0;
@@ -438,8 +468,8 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 		}
 		qp->eager_tail++;
 		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0, 0, flags,
-			     comp_head);
+		comp_publish(qp, NULL, 0, 0, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0,
+			     0, flags, comp_head);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;
@@ -486,12 +516,12 @@ static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_CO
 	if (slot) {
 		/* Consumed, not written: the immediate lands in the entry. */
 		recv_filled(slot, pos, tag);
-		comp_publish(qp, ZD_SHM_COMP_DIRECT | ZD_SHM_COMP_IMMED, (uint32_t)*done,
+		comp_publish(qp, NULL, 0, 0, ZD_SHM_COMP_DIRECT | ZD_SHM_COMP_IMMED, (uint32_t)*done,
 			     DAT_DTO_SUCCESS, pos, imm, flags, comp_head);
 	} else {
 		qp->eager_tail++;
 		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
-		comp_publish(qp, ZD_SHM_COMP_EAGER | ZD_SHM_COMP_IMMED, (uint32_t)*done,
+		comp_publish(qp, NULL, 0, 0, ZD_SHM_COMP_EAGER | ZD_SHM_COMP_IMMED, (uint32_t)*done,
 			     DAT_DTO_SUCCESS, 0, imm, flags, comp_head);
 	}
 	if (!qp->rsrq)
@@ -865,6 +895,9 @@ DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 		return DAT_SUCCESS;
 	}
 	qp->rq_cookie[pos & (qp->rq_depth - 1)] = cookie;
+	if (ZD_LIKELY(qp->rq_first != NULL))
+		qp->rq_first[pos & (qp->rq_depth - 1)] = (struct zd_shm_rq_first){
+			n > 0 ? iov[0].virtual_address : 0, n > 0 ? iov[0].segment_length : 0 };
 	atomic_store_explicit(&slot->state, zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED),
 			      memory_order_relaxed);
 	/* release: pairs with the sender's acquire load of rq_posted in

@@ -6,14 +6,16 @@
  * Region layout (owner = target of the peer's sends):
  *   struct zd_shm_qp_shared           header + owner/peer index lines
  *   rq[rq_depth]                      receives posted by the owner
- *   comp[comp_depth]                  receive completions, peer -> owner (SPSC)
+ *   comp[comp_depth]                  receive completions, peer -> owner (SPSC):
+ *                                     the fallback of the recv CQ's ring
  *   eager[eager_slots][eager_size]    early messages, peer -> owner (SPSC)
  *
  * Message n of a connection lands either in receive slot n (the peer saw it
  * posted) or in the eager ring (it did not, or earlier messages still wait
- * there); either way its completion entry is the n-th in the ring, so
- * completions come in send order and an eager message is matched by the
- * owner with exactly the receive slot it would have taken.  With an SRQ the
+ * there); either way its completion is the QP's n-th (its sequence number,
+ * in the CQ ring's entry or this ring's: zd_shm_cqring.h), so completions
+ * come in send order and an eager message is matched by the owner with
+ * exactly the receive slot it would have taken.  With an SRQ the
  * buffer is whichever SRQ slot the sender (or, for eager, the owner) claims.
  */
 #include <errno.h>
@@ -77,24 +79,50 @@ static void qp_region_init(struct zd_shm_qp *qp)
 /* Gives @qp a tag no live QP holds, and lists it under it for its recv
  * CQ's consumer (CQEs name their QP by tag: zd_shm_cqring.h); a tag it
  * had is dropped, so entries of an earlier connection name nobody. */
-static void qp_tag(struct zd_shm_qp *qp)
+static int qp_tag(struct zd_shm_qp *qp)
 {
 	struct zd_shm_ia *sia = qp->sia;
+	int rc = 0;
 
 	pthread_mutex_lock(&sia->lock);
-	if (qp->tag && atomic_load_explicit(&sia->qp_by_tag[qp->tag], memory_order_relaxed) == qp)
-		atomic_store_explicit(&sia->qp_by_tag[qp->tag], NULL, memory_order_relaxed);
+	if (qp->tag && zd_shm_tag_qp(sia, qp->tag, memory_order_relaxed) == qp)
+		zd_shm_tag_set(sia, qp->tag, NULL, memory_order_relaxed);
 	do {
 		sia->next_tag = (sia->next_tag + 1) & ZD_SHM_TAG_MASK;
-	} while (!sia->next_tag || atomic_load_explicit(&sia->qp_by_tag[sia->next_tag],
-							memory_order_relaxed));
+	} while (!sia->next_tag || zd_shm_tag_qp(sia, sia->next_tag, memory_order_relaxed));
 	qp->tag = sia->next_tag;
 	/* release: pairs with the CQ poller's acquire load in cqe_event: the
 	 * QP is set up before a CQE can find it.  Only a QP with a recv CQ
 	 * is found (its detach clears the entry). */
 	if (qp->recv_cq)
-		atomic_store_explicit(&sia->qp_by_tag[qp->tag], qp, memory_order_release);
+		rc = zd_shm_tag_set(sia, qp->tag, qp, memory_order_release);
 	pthread_mutex_unlock(&sia->lock);
+	return rc;
+}
+
+int zd_shm_tag_set(struct zd_shm_ia *sia, uint32_t tag, struct zd_shm_qp *qp, memory_order mo)
+{
+	struct zd_shm_qp *_Atomic *_Atomic *top = &sia->tag_leaf[(tag & ZD_SHM_TAG_MASK) /
+								  ZD_SHM_TAG_LEAF];
+	struct zd_shm_qp *_Atomic *leaf = atomic_load_explicit(top, memory_order_relaxed);
+
+	if (!leaf) {
+		if (!qp)
+			return 0;
+		leaf = calloc(ZD_SHM_TAG_LEAF, sizeof(*leaf));
+		if (!leaf)
+			return -ENOMEM;
+		/* release: pairs with the acquire load in zd_shm_tag_qp. */
+		atomic_store_explicit(top, leaf, memory_order_release);
+	}
+	atomic_store_explicit(&leaf[tag % ZD_SHM_TAG_LEAF], qp, mo);
+	return 0;
+}
+
+void zd_shm_tags_free(struct zd_shm_ia *sia)
+{
+	for (uint32_t i = 0; i < ZD_SHM_TAG_LEAVES; i++)
+		free(atomic_load(&sia->tag_leaf[i]));
 }
 
 DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
@@ -140,14 +168,16 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	qp->comp = (void *)((char *)qp->own + l.comp_off);
 	qp->eager = (uint8_t *)qp->own + l.eager_off;
 	qp->rq_cookie = calloc(qp->rq_depth, sizeof(*qp->rq_cookie));
+	qp->rq_first = calloc(qp->rq_depth, sizeof(*qp->rq_first));
 	qp->sq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_request_dtos, 1), 1);
 	qp->sq = calloc(qp->sq_depth, sizeof(*qp->sq));
-	if (!qp->rq_cookie || !qp->sq)
+	if (!qp->rq_cookie || !qp->rq_first || !qp->sq)
 		goto err;
 	qp_region_init(qp);
 
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
-	qp_tag(qp);
+	if (qp_tag(qp) != 0)
+		goto err;
 
 	qp->req_cq = ep->request_evd ? ep->request_evd->cq_priv : NULL;
 	if (qp->recv_cq && zd_shm_cq_attach(qp->recv_cq, qp, true) != 0)
@@ -167,11 +197,12 @@ err_recv:
 		zd_shm_cq_detach(qp->recv_cq, qp, true);
 err:
 	pthread_mutex_lock(&sia->lock);
-	if (qp->tag && atomic_load_explicit(&sia->qp_by_tag[qp->tag], memory_order_relaxed) == qp)
-		atomic_store_explicit(&sia->qp_by_tag[qp->tag], NULL, memory_order_relaxed);
+	if (qp->tag && zd_shm_tag_qp(sia, qp->tag, memory_order_relaxed) == qp)
+		zd_shm_tag_set(sia, qp->tag, NULL, memory_order_relaxed);
 	pthread_mutex_unlock(&sia->lock);
 	free(qp->sq);
 	free(qp->rq_cookie);
+	free(qp->rq_first);
 	zd_soft_region_destroy(&qp->region);
 	free(qp);
 	return ret;
@@ -364,7 +395,8 @@ DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
 	zd_shm_qp_progress_sq(qp);
 	qp_unmap_peer(qp);
 	qp_region_init(qp);
-	/* CQEs of the old connection may still come: they name the old tag. */
+	/* CQEs of the old connection may still come: they name the old tag
+	 * (on ENOMEM for a fresh leaf the QP is unlisted: its CQEs refused). */
 	if (!qp->ud)
 		qp_tag(qp);
 	atomic_store(&qp->sq_head, 0);
@@ -397,6 +429,7 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 	qp_unmap_peer(qp);
 	zd_soft_region_destroy(&qp->region);
 	free(qp->rq_cookie);
+	free(qp->rq_first);
 	free(qp->sq);
 	free(qp->ud);
 	free(qp);
