@@ -235,6 +235,42 @@ static DAT_DTO_COMPLETION_EVENT_DATA take(struct side *A, struct kid *kids, uint
 	return d;
 }
 
+/* The test's side and two children: kids[0] of @mode (the odd one), with 4
+ * receives posted for it, and kids[1] a plain producer, with RQ. */
+static void odd_and_plain(struct side *A, struct kid kids[2], int mode)
+{
+	kid_fork(&kids[0], mode, 0);
+	kid_fork(&kids[1], PRODUCE, 1);
+	t_open(A);
+	rq_setup(A, 2);
+	kid_connect(&kids[0], A);
+	kid_connect(&kids[1], A);
+	for (uint32_t s = 0; s < 4; s++)
+		post_rq(kids[0].ep, 0, s);
+	for (uint32_t s = 0; s < RQ; s++)
+		post_rq(kids[1].ep, 1, s);
+}
+
+/* Takes completions until kids[1]'s @n messages came in order and
+ * @flushed receives of kids[0] completed flushed (no other kind). */
+static void take_plain_and_flushed(struct side *A, struct kid kids[2], uint32_t n,
+				   uint32_t flushed)
+{
+	uint32_t f = 0;
+
+	while (kids[1].next < n || f < flushed) {
+		DAT_DTO_COMPLETION_EVENT_DATA d = take(A, kids, 2);
+
+		if (d.ep_handle == kids[0].ep) {
+			cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
+			f++;
+		} else {
+			cr_assert_eq(d.status, DAT_DTO_SUCCESS);
+		}
+	}
+	cr_assert_eq(kids[1].next, n);
+}
+
 /* Three producer processes at once, 3000 messages each, into one recv EVD
  * whose CQ ring holds 64: the test starts taking only once they have had
  * time to fill it, their receive queues (256 each) and eager rings, so the
@@ -283,20 +319,10 @@ Test(shm_cqring, killed_between_claim_and_publish)
 	enum { N = 100 };
 	struct side A;
 	struct kid kids[2];
-	uint32_t flushed = 0, got = 0;
 	int status;
 	char c;
 
-	kid_fork(&kids[0], CLAIM_STOP, 0);
-	kid_fork(&kids[1], PRODUCE, 1);
-	t_open(&A);
-	rq_setup(&A, 2);
-	kid_connect(&kids[0], &A);
-	kid_connect(&kids[1], &A);
-	for (uint32_t s = 0; s < 4; s++)
-		post_rq(kids[0].ep, 0, s);
-	for (uint32_t s = 0; s < RQ; s++)
-		post_rq(kids[1].ep, 1, s);
+	odd_and_plain(&A, kids, CLAIM_STOP);
 	kid_go(&kids[0], 1);
 	cr_assert_eq(waitpid(kids[0].pid, &status, WUNTRACED), kids[0].pid);
 	cr_assert(WIFSTOPPED(status), "the claimer did not stop (status %d)", status);
@@ -305,20 +331,9 @@ Test(shm_cqring, killed_between_claim_and_publish)
 	cr_assert_eq(c, 'd');
 	cr_assert_eq(kill(kids[0].pid, SIGKILL), 0);
 	cr_assert_eq(waitpid(kids[0].pid, &status, 0), kids[0].pid);
-	while (got < N || flushed < 3) {
-		DAT_DTO_COMPLETION_EVENT_DATA d = take(&A, kids, 2);
-
-		if (d.ep_handle == kids[1].ep) {
-			cr_assert_eq(d.status, DAT_DTO_SUCCESS);
-			got++;
-		} else {
-			/* The killed one's receive it claimed for stays taken;
-			 * the other three flush. */
-			cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
-			flushed++;
-		}
-	}
-	cr_assert_eq(kids[1].next, N);
+	/* The killed one's receive it claimed for stays taken; the other
+	 * three flush. */
+	take_plain_and_flushed(&A, kids, N, 3);
 	xwrite(kids[1].wr, "x", 1);
 	cr_assert_eq(waitpid(kids[1].pid, &status, 0), kids[1].pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -336,33 +351,14 @@ Test(shm_cqring, garbage_in_the_ring)
 	enum { N = 2000 };
 	struct side A;
 	struct kid kids[2];
-	uint32_t flushed = 0;
 	char c;
 
-	kid_fork(&kids[0], GARBAGE, 0);
-	kid_fork(&kids[1], PRODUCE, 1);
-	t_open(&A);
-	rq_setup(&A, 2);
-	kid_connect(&kids[0], &A);
-	kid_connect(&kids[1], &A);
-	for (uint32_t s = 0; s < 4; s++)
-		post_rq(kids[0].ep, 0, s);
-	for (uint32_t s = 0; s < RQ; s++)
-		post_rq(kids[1].ep, 1, s);
+	odd_and_plain(&A, kids, GARBAGE);
 	kid_go(&kids[0], 200);  /* garbage, then 200 wild tails 0.1 ms apart */
 	cr_assert_eq(t_pipe_read(kids[0].rd, &c, 1), 0);
 	cr_assert_eq(c, 's');
 	kid_go(&kids[1], N);
-	while (kids[1].next < N || flushed < 4) {
-		DAT_DTO_COMPLETION_EVENT_DATA d = take(&A, kids, 2);
-
-		if (d.ep_handle == kids[0].ep) {
-			cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
-			flushed++;
-		} else {
-			cr_assert_eq(d.status, DAT_DTO_SUCCESS);
-		}
-	}
+	take_plain_and_flushed(&A, kids, N, 4);
 	kid_done(&kids[0]);
 	kid_done(&kids[1]);
 	t_none(A.rcv);
