@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <urcu-bp.h>
 
@@ -424,8 +425,10 @@ void zd_shm_cq_arm(struct zd_evd *evd)
 		uint64_t w;
 
 		if (!cqring_ready(cq, &w) && w != zd_shm_slot_word(cq->head, 0, ZD_SHM_CQE_FREE) &&
-		    !zd_shm_cqring_unstick(cq, w, true))
-			atomic_store_explicit(&sia->stuck, 1, memory_order_relaxed);
+		    !zd_shm_cqring_unstick(cq, w, true) &&
+		    !atomic_exchange_explicit(&sia->stuck, 1, memory_order_relaxed))
+			/* The waker may sleep untimed: it looks at @stuck again. */
+			syscall(SYS_futex, &sia->sh->doorbell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	}
 	/* Solicited wait: peers ring only for solicited receives and errors
 	 * (zd_shm_post.c comp_publish); the rest waits in the rings. */
@@ -438,6 +441,34 @@ void zd_shm_cq_arm(struct zd_evd *evd)
 	atomic_thread_fence(memory_order_seq_cst);
 	/* Queued (RNR) sends: the target rings our doorbell when it posts a
 	 * receive or frees ring space (zd_shm_qp_rnr_ring). */
+}
+
+/* Sleeps ZD_SHM_WAKER_TICK_NS, or until the doorbell moves past @seen. */
+static void waker_tick(struct zd_shm_ia_shared *sh, uint32_t seen)
+{
+	struct timespec now, end;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_nsec += ZD_SHM_WAKER_TICK_NS;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	/* relaxed: a re-check only; the caller's loop acquires it. */
+	while (atomic_load_explicit(&sh->doorbell, memory_order_relaxed) == seen) {
+		struct timespec left;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left.tv_sec = end.tv_sec - now.tv_sec;
+		left.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000;
+		}
+		if (left.tv_sec < 0)
+			break;
+		syscall(SYS_futex, &sh->doorbell, FUTEX_WAIT, seen, &left, NULL, 0);
+	}
 }
 
 static void *waker_main(void *arg)
@@ -456,11 +487,10 @@ static void *waker_main(void *arg)
 		/* acquire: pairs with the ringer's release increment. */
 		now = atomic_load_explicit(&sh->doorbell, memory_order_acquire);
 		if (now == seen) {
-			/* A consumer waits behind a claimed slot: tick. */
+			/* A consumer waits behind a claimed slot: it is woken
+			 * after a tick (or a ring), to look again. */
 			if (atomic_exchange_explicit(&sia->stuck, 0, memory_order_relaxed)) {
-				const struct timespec tick = { 0, ZD_SHM_WAKER_TICK_NS };
-
-				syscall(SYS_futex, &sh->doorbell, FUTEX_WAIT, seen, &tick, NULL, 0);
+				waker_tick(sh, seen);
 				pthread_mutex_lock(&sia->lock);
 				zd_soft_cq_wake_all(sia->cqs);
 				pthread_mutex_unlock(&sia->lock);

@@ -312,9 +312,11 @@ Test(shm_cqring, concurrent_producers_order_and_overflow)
 
 /* A producer stops itself right after claiming a slot of the ring, and
  * another publishes 100 completions behind it; the stopped one is then
- * killed.  The test, asleep in dat_evd_wait, gets the 100 in order, and
- * the dead peer's EP is broken: its other receives complete flushed. */
-Test(shm_cqring, killed_between_claim_and_publish)
+ * killed (@kill), or left stopped.  The test, asleep in dat_evd_wait, gets
+ * the 100 in order -- at once after the kill, after ZD_SHM_CQE_HOSTILE_NS
+ * (2 s) of a live claimer that does not publish -- and the claimer's EP is
+ * broken: its other receives complete flushed. */
+static void claimer_stops(bool kill_it)
 {
 	enum { N = 100 };
 	struct side A;
@@ -329,16 +331,32 @@ Test(shm_cqring, killed_between_claim_and_publish)
 	kid_go(&kids[1], N);
 	cr_assert_eq(t_pipe_read(kids[1].rd, &c, 1), 0);  /* its N sends are in our memory */
 	cr_assert_eq(c, 'd');
-	cr_assert_eq(kill(kids[0].pid, SIGKILL), 0);
-	cr_assert_eq(waitpid(kids[0].pid, &status, 0), kids[0].pid);
-	/* The killed one's receive it claimed for stays taken; the other
-	 * three flush. */
+	if (kill_it) {
+		cr_assert_eq(kill(kids[0].pid, SIGKILL), 0);
+		cr_assert_eq(waitpid(kids[0].pid, &status, 0), kids[0].pid);
+	}
+	/* The claimer's receive it claimed for stays taken; the other three
+	 * flush. */
 	take_plain_and_flushed(&A, kids, N, 3);
+	if (!kill_it) {
+		cr_assert_eq(kill(kids[0].pid, SIGKILL), 0);
+		cr_assert_eq(waitpid(kids[0].pid, &status, 0), kids[0].pid);
+	}
 	xwrite(kids[1].wr, "x", 1);
 	cr_assert_eq(waitpid(kids[1].pid, &status, 0), kids[1].pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	t_none(A.rcv);
 	t_close(&A);
+}
+
+Test(shm_cqring, killed_between_claim_and_publish)
+{
+	claimer_stops(true);
+}
+
+Test(shm_cqring, stalled_between_claim_and_publish)
+{
+	claimer_stops(false);
 }
 
 /* A peer writes random bytes into every slot of the ring, forges entries
