@@ -280,18 +280,30 @@ static ZD_ALWAYS_INLINE bool cqring_take(struct zd_shm_cq *cq, uint64_t v, DAT_E
 	uint64_t h = cq->head;
 	struct zd_shm_cqe *s = &cq->ring[h & (cq->ring_depth - 1)];
 	uint32_t tag = (uint32_t)(v >> 4) & ZD_SHM_TAG_MASK;
-	struct zd_shm_cqe c;
+	union {
+		struct zd_shm_cqe e;
+		uint64_t w[8];
+	} c;
 	/* One copy of the untrusted line, each word read once (volatile:
-	 * the checks and the use see the same values). */
-	for (unsigned k = 1; k < sizeof(c) / 8; k++)
-		((uint64_t *)(void *)&c)[k] = ((const volatile uint64_t *)(const void *)s)[k];
+	 * the checks and the use see the same values): the header's three
+	 * words, and the inline message's words if it has one. */
+	const volatile uint64_t *src = (const volatile uint64_t *)(const void *)s;
+
+	_Static_assert(offsetof(struct zd_shm_cqe, imm) == 32 && sizeof(c) == 64,
+		       "the CQE: state, three header words, four of data");
+	c.w[1] = src[1];
+	c.w[2] = src[2];
+	c.w[3] = src[3];
+	c.w[4] = src[4];  /* the immediate data, or the message's first word */
+	for (unsigned k = 5; k < 4 + (c.e.inline_len + 7u) / 8 && k < 8; k++)
+		c.w[k] = src[k];
 	/* release: pairs with the producers' acquire load of the state before
 	 * their claim: our reads of this lap are done before the slot's
 	 * next tenant writes it. */
 	atomic_store_explicit(&s->state, zd_shm_slot_word(h + cq->ring_depth, 0, ZD_SHM_CQE_FREE),
 			      memory_order_release);
 	cq->head = h + 1;
-	return cqe_event(cq, &c, tag, ev);
+	return cqe_event(cq, &c.e, tag, ev);
 }
 
 /* Whether the QP rings must be walked: a producer used one (its flag), a
