@@ -171,11 +171,13 @@ struct zd_shm_qp_shared {
 	uint64_t magic;
 	uint32_t rq_depth, comp_depth, eager_slots, eager_size;
 	uint64_t rq_off, comp_off, eager_off, size;
-	/* owner writes */
+	/* owner writes: rq_posted at every receive posted; the next line
+	 * rarely (a flush, a reap of the QP's own rings), so that a sender
+	 * finds it in its cache */
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t rq_posted;
-	_Atomic uint32_t error;
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t comp_head;
 	_Atomic uint64_t eager_head;
+	_Atomic uint32_t error;
 	/* peer writes */
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t comp_tail;
 	_Atomic uint64_t eager_tail;

@@ -349,18 +349,20 @@ static ZD_ALWAYS_INLINE struct zd_shm_rq_slot *recv_claim(struct zd_shm_qp *qp, 
 	}
 	*pos = qp->msg_sent;
 	*tag = 0;
-	/* acquire: pairs with the release store of rq_posted in
-	 * zd_shm_post_recv: slot pos is written. */
-	if (atomic_load_explicit(&qp->remote->rq_posted, memory_order_acquire) <= *pos)
-		return NULL;
 
+	/* The slot's state says whether receive pos is posted (no load of
+	 * rq_posted: one line less to fetch from the target). */
 	struct zd_shm_rq_slot *slot = &qp->rrq[*pos & (qp->r_rq_depth - 1)];
 	uint64_t w = zd_shm_slot_word(*pos, 0, ZD_SHM_SLOT_POSTED);
 
+	/* acquire: pairs with the release store of POSTED in
+	 * zd_shm_post_recv: the descriptor is written. */
 	if (!atomic_compare_exchange_strong_explicit(&slot->state, &w,
 			zd_shm_slot_word(*pos, 0, ZD_SHM_SLOT_TAKEN),
 			memory_order_acquire, memory_order_relaxed)) {
-		*flushed = true;  /* (or a corrupt target) */
+		/* Flushed under us; anything else (free, an earlier lap's
+		 * state, garbage from a corrupt target): not posted yet. */
+		*flushed = w == zd_shm_slot_word(*pos, 0, ZD_SHM_SLOT_FLUSHED);
 		return NULL;
 	}
 	return slot;
@@ -898,10 +900,12 @@ DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 	if (ZD_LIKELY(qp->rq_first != NULL))
 		qp->rq_first[pos & (qp->rq_depth - 1)] = (struct zd_shm_rq_first){
 			n > 0 ? iov[0].virtual_address : 0, n > 0 ? iov[0].segment_length : 0 };
+	/* release: pairs with the sender's acquire CAS of the state in
+	 * recv_claim: the descriptor is visible first. */
 	atomic_store_explicit(&slot->state, zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED),
-			      memory_order_relaxed);
-	/* release: pairs with the sender's acquire load of rq_posted in
-	 * exec_send: the descriptor and its state are visible first. */
+			      memory_order_release);
+	/* release: pairs with the acquire loads of rq_posted (UD senders,
+	 * zd_shm_ud.c): the descriptor and its state are visible first. */
 	atomic_store_explicit(&qp->own->rq_posted, pos + 1, memory_order_release);
 	/* seq_cst fence: pairs with the seq_cst load of rq_posted in
 	 * zd_shm_qp_flush_recvs (Dekker on error): a concurrent flush either
