@@ -76,12 +76,19 @@ static void qp_region_init(struct zd_shm_qp *qp)
 	qp->comp_seen = 0;
 }
 
+/* The IA whose tags name @qp: its recv CQ's, whose consumer looks them up
+ * (an EP may take its EVDs from another IA). */
+static struct zd_shm_ia *qp_tag_ia(const struct zd_shm_qp *qp)
+{
+	return qp->recv_cq ? qp->recv_cq->sia : qp->sia;
+}
+
 /* Gives @qp a tag no live QP holds, and lists it under it for its recv
  * CQ's consumer (CQEs name their QP by tag: zd_shm_cqring.h); a tag it
  * had is dropped, so entries of an earlier connection name nobody. */
 static int qp_tag(struct zd_shm_qp *qp)
 {
-	struct zd_shm_ia *sia = qp->sia;
+	struct zd_shm_ia *sia = qp_tag_ia(qp);
 	int rc = 0;
 
 	pthread_mutex_lock(&sia->lock);
@@ -196,10 +203,10 @@ err_recv:
 	if (qp->recv_cq)
 		zd_shm_cq_detach(qp->recv_cq, qp, true);
 err:
-	pthread_mutex_lock(&sia->lock);
-	if (qp->tag && zd_shm_tag_qp(sia, qp->tag, memory_order_relaxed) == qp)
-		zd_shm_tag_set(sia, qp->tag, NULL, memory_order_relaxed);
-	pthread_mutex_unlock(&sia->lock);
+	pthread_mutex_lock(&qp_tag_ia(qp)->lock);
+	if (qp->tag && zd_shm_tag_qp(qp_tag_ia(qp), qp->tag, memory_order_relaxed) == qp)
+		zd_shm_tag_set(qp_tag_ia(qp), qp->tag, NULL, memory_order_relaxed);
+	pthread_mutex_unlock(&qp_tag_ia(qp)->lock);
 	free(qp->sq);
 	free(qp->rq_cookie);
 	free(qp->rq_first);
