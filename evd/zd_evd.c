@@ -65,7 +65,11 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 	bool ok = false;
 
 	rcu_read_lock();
-	ring = rcu_dereference(evd->ring);
+	/* acquire (rcu_dereference without _LGPL_SOURCE is a plain load):
+	 * pairs with the release store of a fresh ring in
+	 * zd_evd_resize_ring; the read-side section keeps the old one
+	 * alive until synchronize_rcu there. */
+	ring = __atomic_load_n(&evd->ring, __ATOMIC_ACQUIRE);
 	if (ZD_LIKELY(!zd_evd_spilling(evd, memory_order_acquire)))
 		ok = zd_ring_enqueue(ring, ev);
 	rcu_read_unlock();
@@ -502,7 +506,10 @@ DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen)
 	while (atomic_load_explicit(&evd->direct_users, memory_order_seq_cst))
 		sched_yield();
 	old = evd->ring;
-	rcu_assign_pointer(evd->ring, fresh);
+	/* release: pairs with the acquire load in zd_evd_post, so a foreign
+	 * producer sees the fresh ring initialised (rcu_assign_pointer is a
+	 * call into uninstrumented liburcu: TSan would see no ordering). */
+	__atomic_store_n(&evd->ring, fresh, __ATOMIC_RELEASE);
 	evd->quiet_upto = 0;  /* positions of the fresh ring */
 	/* After this no producer is inside the old ring; the consumer takes
 	 * what it holds before anything in the new one. */

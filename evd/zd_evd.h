@@ -77,7 +77,7 @@ enum zd_evd_tally {
 struct zd_evd {
 	struct zd_obj obj;
 	/* read-mostly, one line: what the hot path looks at */
-	struct zd_ring *ring;             /* rcu_dereference by foreign producers */
+	struct zd_ring *ring;             /* foreign producers: acquire load, in rcu_read_lock */
 	/* manual progress: the device's cq_poll (NULL: no CQ, or a pinned
 	 * poller polls it, zd_poller.h: the consumer only takes) */
 	int (*cq_poll)(struct zd_evd *evd, int budget);
