@@ -14,6 +14,11 @@
 #include "evd/zd_evd_cq.h"
 #include "evd/zd_ring_mem.h"
 #include "evd/zd_evd_entry.h"
+#include "evd/zd_rcu.h"
+
+#ifdef ZD_TSAN
+char zd_rcu_tsan_token;         /* zd_rcu.h */
+#endif
 
 struct zd_spill {
 	struct zd_spill *next;
@@ -72,7 +77,7 @@ DAT_RETURN zd_evd_post(struct zd_evd *evd, const DAT_EVENT *ev, int spill_ok)
 	ring = __atomic_load_n(&evd->ring, __ATOMIC_ACQUIRE);
 	if (ZD_LIKELY(!zd_evd_spilling(evd, memory_order_acquire)))
 		ok = zd_ring_enqueue(ring, ev);
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 
 	if (ZD_UNLIKELY(!ok)) {
 		if (!spill_ok)
@@ -408,7 +413,7 @@ void zd_evd_retire(struct zd_evd *evd)
 {
 	/* Foreign producers still inside zd_evd_post leave before the ring
 	 * goes. */
-	synchronize_rcu();
+	zd_synchronize_rcu();
 	zd_evd_fini(evd);
 }
 
@@ -513,7 +518,7 @@ DAT_RETURN zd_evd_resize_ring(struct zd_evd *evd, DAT_COUNT qlen)
 	evd->quiet_upto = 0;  /* positions of the fresh ring */
 	/* After this no producer is inside the old ring; the consumer takes
 	 * what it holds before anything in the new one. */
-	synchronize_rcu();
+	zd_synchronize_rcu();
 	/* release: pairs with the direct producers' acquire load of it. */
 	atomic_store_explicit(&evd->direct_off, 0, memory_order_release);
 	if (evd->draining) {

@@ -9,6 +9,7 @@
  * rare, so each change copies the array and frees the old one after a grace
  * period.  Entries are copies, so a destroyed chunk's struct never dangles.
  */
+#include "evd/zd_rcu.h"
 #include "zd_chunk.h"
 
 #include <errno.h>
@@ -45,6 +46,7 @@ static size_t zd_chunk_page(void)
 
 static void zd_chunk_tab_free(struct rcu_head *head)
 {
+	zd_rcu_reclaim_begin();
 	free(caa_container_of(head, struct zd_chunk_tab, rcu));
 }
 
@@ -269,7 +271,7 @@ bool zd_chunk_lookup(const void *addr, size_t len, struct zd_chunk_ref *out)
 	out->offset = off;
 	hit = true;
 out:
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 	return hit;
 }
 
@@ -285,7 +287,7 @@ void zd_chunk_usage(size_t *nchunks, size_t *bytes)
 		for (i = 0; i < n; i++)
 			b += tab->ent[i].len;
 	}
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 	if (nchunks)
 		*nchunks = n;
 	if (bytes)

@@ -6,6 +6,7 @@
  * calls dat_evd_dequeue or posts) that never register with RCU; bp registers
  * them on their first read-side section.
  */
+#include "evd/zd_rcu.h"
 #include "zd_keytab.h"
 
 #include <errno.h>
@@ -50,6 +51,7 @@ static void zd_keytab_node_free(struct rcu_head *head)
 	struct zd_keytab_node *n =
 		caa_container_of(head, struct zd_keytab_node, rcu);
 
+	zd_rcu_reclaim_begin();
 	if (n->reclaim)
 		n->reclaim(n->obj);
 	free(n);
@@ -85,8 +87,8 @@ void zd_keytab_destroy(struct zd_keytab *kt, zd_keytab_reclaim_t reclaim)
 			dead = n;
 		}
 	}
-	rcu_read_unlock();
-	synchronize_rcu();
+	zd_rcu_read_unlock();
+	zd_synchronize_rcu();
 	while (dead) {
 		n = dead;
 		dead = n->dead_next;
@@ -116,7 +118,7 @@ int zd_keytab_insert(struct zd_keytab *kt, uint32_t key, void *obj)
 	rcu_read_lock();
 	got = cds_lfht_add_unique(kt->ht, zd_keytab_hash(key), zd_keytab_match,
 				  &key, &n->lf);
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 	if (got != &n->lf) {
 		free(n); /* never published */
 		return -EEXIST;
@@ -136,10 +138,10 @@ int zd_keytab_remove(struct zd_keytab *kt, uint32_t key,
 	lf = cds_lfht_iter_get_node(&it);
 	/* cds_lfht_del fails if a concurrent remove got there first. */
 	if (!lf || cds_lfht_del(kt->ht, lf)) {
-		rcu_read_unlock();
+		zd_rcu_read_unlock();
 		return -ENOENT;
 	}
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 
 	n = caa_container_of(lf, struct zd_keytab_node, lf);
 	n->reclaim = reclaim;
@@ -154,7 +156,7 @@ void zd_keytab_read_lock(void)
 
 void zd_keytab_read_unlock(void)
 {
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 }
 
 void *zd_keytab_lookup(struct zd_keytab *kt, uint32_t key)
@@ -177,7 +179,7 @@ int zd_keytab_visit(struct zd_keytab *kt, uint32_t key,
 	obj = zd_keytab_lookup(kt, key);
 	if (obj)
 		rc = fn(obj, arg);
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 	return rc;
 }
 
@@ -188,13 +190,13 @@ size_t zd_keytab_count(struct zd_keytab *kt)
 
 	rcu_read_lock();
 	cds_lfht_count_nodes(kt->ht, &before, &count, &after);
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 	return count;
 }
 
 void zd_keytab_synchronize(void)
 {
-	synchronize_rcu();
+	zd_synchronize_rcu();
 }
 
 void zd_keytab_barrier(void)

@@ -68,6 +68,7 @@
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
 #include "evd/zd_evd_cq.h"
+#include "evd/zd_rcu.h"
 #include "hw/shm/zd_shm.h"
 
 DAT_RETURN zd_shm_cq_create(struct zd_evd *evd, uint32_t depth)
@@ -367,7 +368,7 @@ again:
 		l = rcu_dereference(cq->send_qps);
 		for (uint32_t i = 0; l && i < l->n; i++)
 			zd_shm_qp_progress_sq(l->qp[i]);
-		rcu_read_unlock();
+		zd_rcu_read_unlock();
 	}
 	return n + zd_soft_cq_drain(&cq->soft, budget - n);
 }

@@ -16,6 +16,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
+#include "evd/zd_rcu.h"
 #include "hw/shm/zd_shm.h"
 
 static uint32_t srq_capacity(struct zd_srq *srq)
@@ -143,7 +144,7 @@ void zd_shm_srq_rnr_ring(struct zd_shm_srq *s)
 	l = rcu_dereference(s->qps);
 	for (uint32_t i = 0; l && i < l->n; i++)
 		zd_shm_qp_rnr_ring(l->qp[i]);
-	rcu_read_unlock();
+	zd_rcu_read_unlock();
 }
 
 int zd_shm_srq_attach(struct zd_shm_srq *s, struct zd_shm_qp *qp, bool add)

@@ -4,6 +4,7 @@
 #include <urcu-bp.h>
 
 #include "evd/zd_evd.h"
+#include "evd/zd_rcu.h"
 #include "evd/zd_ring_mem.h"
 #include "hw/soft/zd_soft_cq.h"
 
@@ -65,7 +66,7 @@ int zd_soft_qplist_change(struct zd_soft_qplist *_Atomic *head, void *qp, bool a
 	if (wait)
 		wait(arg);
 	else
-		synchronize_rcu();  /* readers iterate under rcu_read_lock */
+		zd_synchronize_rcu();  /* readers iterate under rcu_read_lock */
 	free(old);
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
 #include "evd/zd_evd_cq.h"
+#include "evd/zd_rcu.h"
 #include "hw/tcp/zd_tcp.h"
 
 DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth)
@@ -104,7 +105,7 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 			zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
 			moves += atomic_load_explicit(&qp->rx_moves, memory_order_relaxed);
 		}
-		rcu_read_unlock();
+		zd_rcu_read_unlock();
 	}
 	if (ZD_UNLIKELY(zd_ring_peek(cq->soft.local) == NULL) && !evd->poller) {
 		/* Idle: drive the other EPs of the IA too (a peer may wait
