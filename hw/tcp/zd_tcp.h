@@ -295,7 +295,7 @@ struct zd_tcp_qp {
 	pthread_mutex_t fd_lock;
 	int lis_fd;                       /* our listener until the peer's HELLO came */
 	int fd;                           /* connecting or connected socket */
-	enum zd_tcp_conn_state cstate;
+	enum zd_tcp_conn_state cstate;   /* written by zd_tcp_qp_set_cstate only */
 	bool flushed;                     /* the flush ran since create/reset */
 	bool destroying;
 	bool stale;                       /* flushed after a connection began */
@@ -425,6 +425,16 @@ void zd_tcp_req_complete(struct zd_tcp_qp *qp, uint64_t pos, uint32_t st);
 void zd_tcp_sq_complete(struct zd_tcp_qp *qp);
 /* Refuses request @seq of the peer with @status, then breaks. */
 void zd_tcp_qp_nak(struct zd_tcp_qp *qp, uint32_t seq, uint32_t status);
+
+/* The QP's holder (qp lock) changes cstate; zd_tcp_qp_arm (under fd_lock
+ * only) and the progress thread's checks read it without the qp lock.
+ * relaxed on both sides: a stale view costs a spurious or a later
+ * wake-up, which the re-poll after arm covers; what a new state
+ * publishes (the fd) is ordered by fd_lock. */
+static inline void zd_tcp_qp_set_cstate(struct zd_tcp_qp *qp, enum zd_tcp_conn_state s)
+{
+	__atomic_store_n(&qp->cstate, s, __ATOMIC_RELAXED);
+}
 
 /* A receive completes on the recv EVD (if any).  Inline: every received
  * send ends here. */

@@ -80,7 +80,7 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 		qp->flushed = true;
 		if (qp->cstate != ZD_TCP_IDLE)
 			__atomic_store_n(&qp->stale, true, __ATOMIC_RELEASE);
-		qp->cstate = ZD_TCP_DOWN;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_DOWN);
 		if (qp->fd >= 0)
 			shutdown(qp->fd, SHUT_RDWR);
 	}

@@ -98,7 +98,7 @@ static int qp_listen(struct zd_tcp_qp *qp)
 /* Protocol state back to "nothing happened" (holder or sole owner). */
 static void qp_state_init(struct zd_tcp_qp *qp)
 {
-	qp->cstate = ZD_TCP_IDLE;
+	zd_tcp_qp_set_cstate(qp, ZD_TCP_IDLE);
 	qp->local_end = qp->reported = false;
 	qp->hello_sent = qp->hello_rcvd = false;
 	qp->connector = false;
@@ -262,7 +262,7 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	qp->connector = qp->token < qp->peer_token;
 	if (!qp->connector) {
 		/* The peer connects to our listener; accepted on progress. */
-		qp->cstate = ZD_TCP_LISTEN;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_LISTEN);
 		zd_tcp_qp_unlock(qp);
 		zd_tcp_qp_auto_arm(qp);
 		return DAT_SUCCESS;
@@ -280,14 +280,14 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 		goto err;
 	}
 	fd_set_data(qp, fd);
-	qp->cstate = ZD_TCP_CONNECTING;
+	zd_tcp_qp_set_cstate(qp, ZD_TCP_CONNECTING);
 	zd_tcp_qp_unlock(qp);
 	zd_tcp_qp_auto_arm(qp);
 	/* Start the handshake now if the connect is already through. */
 	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
 	return DAT_SUCCESS;
 err:
-	qp->cstate = ZD_TCP_DOWN;
+	zd_tcp_qp_set_cstate(qp, ZD_TCP_DOWN);
 	atomic_store(&qp->error, 1);
 	zd_tcp_qp_unlock(qp);
 	zd_tcp_qp_progress(qp, ZD_TCP_W_FLUSH);
@@ -407,7 +407,7 @@ void zd_tcp_conn_progress(struct zd_tcp_qp *qp)
 		fd_set_data(qp, fd);
 		qp->rx_hgot = 0;
 		qp->rx_off = qp->rx_end = 0;
-		qp->cstate = ZD_TCP_UP;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_UP);
 		zd_tcp_qp_auto_arm(qp);
 	} else if (qp->cstate == ZD_TCP_CONNECTING) {
 		struct pollfd p = { .fd = qp->fd, .events = POLLOUT };
@@ -422,7 +422,7 @@ void zd_tcp_conn_progress(struct zd_tcp_qp *qp)
 			zd_tcp_qp_break(qp);
 			return;
 		}
-		qp->cstate = ZD_TCP_UP;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_UP);
 		zd_tcp_qp_auto_arm(qp);
 	}
 }

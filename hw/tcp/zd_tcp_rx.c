@@ -400,7 +400,7 @@ foreign:
 	if (!qp->connector && qp->lis_fd >= 0) {
 		/* Not our peer: drop that socket and keep listening. */
 		zd_tcp_fd_close(qp, &qp->fd);
-		qp->cstate = ZD_TCP_LISTEN;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_LISTEN);
 		qp->rx_hgot = 0;
 		qp->rx_off = qp->rx_end = 0;
 		return RX_BROKEN;
@@ -550,7 +550,7 @@ io:
 		ZD_TCP_QP_WHY(qp, n == 0 ? "EOF" : "receive failed");
 		if (!qp->hello_rcvd && !qp->connector && qp->lis_fd >= 0) {
 			zd_tcp_fd_close(qp, &qp->fd);
-			qp->cstate = ZD_TCP_LISTEN;
+			zd_tcp_qp_set_cstate(qp, ZD_TCP_LISTEN);
 			qp->rx_hgot = 0;
 			qp->rx_off = qp->rx_end = 0;
 			return;

@@ -117,7 +117,7 @@ int zd_tcp_ud_open(struct zd_tcp_qp *qp)
 	pthread_mutex_unlock(&qp->fd_lock);
 	/* "Up" from the start: cq_arm and the IA's thread arm its socket for
 	 * reading (zd_tcp_qp_arm), as for a connected RC QP. */
-	qp->cstate = ZD_TCP_UP;
+	zd_tcp_qp_set_cstate(qp, ZD_TCP_UP);
 	return 0;
 }
 
