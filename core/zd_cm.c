@@ -511,7 +511,7 @@ static void conn_update_events(struct zd_cm_conn *c)
 static void conn_detach(struct zd_cm_conn *c)
 {
 	if (c->ep && c->ep->cm_conn == c)
-		c->ep->cm_conn = NULL;
+		zd_ep_set_cm_conn(c->ep, NULL);
 	if (c->cr && c->cr->conn == c)
 		c->cr->conn = NULL;
 	if (c->listener && (c->state == ZD_CONN_CR_PENDING || c->state == ZD_CONN_PEER_GONE))
@@ -790,7 +790,7 @@ DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint64
 	c->ia = ep->obj.ia;
 	c->ud = zd_ep_is_ud(ep);
 	if (!c->ud)
-		ep->cm_conn = c;     /* a UD EP may have many exchanges at once */
+		zd_ep_set_cm_conn(ep, c);     /* a UD EP may have many exchanges at once */
 	c->peer = *dst;
 	c->conn_qual = conn_qual;
 	conn_set_probe(c, 0);

@@ -253,7 +253,7 @@ static DAT_RETURN cr_accept_locked(struct zd_cr *cr, DAT_EP_HANDLE ep_handle, DA
 	c->cr = NULL;
 	cr->conn = NULL;
 	c->ep = ep;
-	ep->cm_conn = c;
+	zd_ep_set_cm_conn(ep, c);
 	c->state = ZD_CONN_REP_SENT;
 	c->deadline = zd_cm_now() + ZD_CM_WAIT_RTU_NS;
 	zd_ep_set_state(ep, DAT_EP_STATE_COMPLETION_PENDING);

@@ -41,7 +41,8 @@ struct zd_ep {
 	_Atomic DAT_COUNT soft_hwm;
 
 	/* connection management, under zd_cm.lock (zd_cm.h) */
-	struct zd_cm_conn *cm_conn;     /* the CM connection, while there is one */
+	struct zd_cm_conn *cm_conn;     /* the CM connection, while there is one;
+					 * set with zd_ep_set_cm_conn */
 	DAT_COUNT cm_pdata_len;
 	/* private data of the last connection event that carried some: the
 	 * event points here, valid until the next such event on this EP */
@@ -64,6 +65,15 @@ static inline void zd_ep_set_state(struct zd_ep *ep, DAT_EP_STATE s)
 {
 	atomic_store(&ep->state, s);
 	zd_ep_dto_refresh(ep);
+}
+
+/* ep->cm_conn changes under zd_cm.lock; zd_cm_dev_broken (a device's
+ * progress thread) reads it without the lock, relaxed: the CM thread acts
+ * on that hint only if, under its lock, the conn is still live and still
+ * the EP's.  So the writes are relaxed atomic stores too. */
+static inline void zd_ep_set_cm_conn(struct zd_ep *ep, struct zd_cm_conn *c)
+{
+	__atomic_store_n(&ep->cm_conn, c, __ATOMIC_RELAXED);
 }
 
 /* An unreliable-datagram EP (dat_ib_extensions.h's DAT_IB_SERVICE_TYPE_UD,

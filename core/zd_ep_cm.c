@@ -47,7 +47,7 @@ void zd_cm_ep_conn_lost(struct zd_ep *ep, DAT_EVENT_NUMBER type)
 
 	if (c) {
 		c->ep = NULL;
-		ep->cm_conn = NULL;
+		zd_ep_set_cm_conn(ep, NULL);
 	}
 	ep_qp_flush(ep);
 	zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
@@ -94,7 +94,7 @@ void zd_cm_active_on_rej(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const 
 	struct zd_ep *ep = c->ep;
 
 	if (ep) {
-		ep->cm_conn = NULL;
+		zd_ep_set_cm_conn(ep, NULL);
 		c->ep = NULL;
 		ep_qp_flush(ep);
 		zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);
@@ -114,7 +114,7 @@ void zd_cm_ep_release(struct zd_ep *ep)
 	zd_cm_ud_ep_release(ep);
 	c = ep->cm_conn;
 	if (c) {
-		ep->cm_conn = NULL;
+		zd_ep_set_cm_conn(ep, NULL);
 		c->ep = NULL;
 		if (c->state == ZD_CONN_ESTABLISHED) {
 			/* Freed while connected: an abrupt disconnect, so the
