@@ -482,6 +482,8 @@ void zd_tcp_qp_break(struct zd_tcp_qp *qp);
 __attribute__((cold)) void zd_tcp_qp_break_violation(struct zd_tcp_qp *qp);
 /* Holder: reads what the socket holds before a graceful flush. */
 void zd_tcp_harvest(struct zd_tcp_qp *qp);
+/* ZDAPL_TCP_DEBUG is set (read once, by any thread). */
+bool zd_tcp_debug_on(void);
 /* ZDAPL_TCP_DEBUG=1: says on stderr why @qp breaks. */
 __attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why,
 					 const char *file, int line);

@@ -126,18 +126,29 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 	qp->sq_tx = qp->sq_acked = head;
 }
 
-/* ZDAPL_TCP_DEBUG=1: one line on stderr for every broken connection. */
+/* ZDAPL_TCP_DEBUG=1.  Read lazily by whichever thread first has something
+ * to say (a progress thread, a consumer): relaxed, as every thread computes
+ * the same value. */
 static int tcp_debug = -1;
 
+bool zd_tcp_debug_on(void)
+{
+	int debug = __atomic_load_n(&tcp_debug, __ATOMIC_RELAXED);
+
+	if (debug < 0) {
+		const char *e = getenv("ZDAPL_TCP_DEBUG");
+
+		debug = e && *e && *e != '0';
+		__atomic_store_n(&tcp_debug, debug, __ATOMIC_RELAXED);
+	}
+	return debug;
+}
+
+/* ZDAPL_TCP_DEBUG=1: one line on stderr for every broken connection. */
 __attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why,
 					 const char *file, int line)
 {
-	if (tcp_debug < 0) {
-		const char *e = getenv("ZDAPL_TCP_DEBUG");
-
-		tcp_debug = e && *e && *e != '0';
-	}
-	if (tcp_debug)
+	if (zd_tcp_debug_on())
 		zd_log_error("tcp: QP %p breaks: %s (%s:%d, op %u seq %u len %u, expect %u, errno %d)",
 			     (void *)qp, why, file, line, qp->rx_hdr.op, le32toh(qp->rx_hdr.seq),
 			     le32toh(qp->rx_hdr.len), qp->rx_expect, errno);

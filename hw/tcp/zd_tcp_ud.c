@@ -52,17 +52,10 @@ _Static_assert(ZD_TCP_UD_MAX_PAYLOAD >= 4096 - ZD_UD_GRH_BYTES, "at least an IB 
 static _Atomic uint32_t next_qpn = 1;
 
 /* ZDAPL_TCP_DEBUG=1: one line on stderr for every datagram dropped. */
-static int ud_debug = -1;
-
 __attribute__((cold)) static void ud_log_drop(const struct zd_tcp_qp *qp, const char *why,
 					      uint64_t count)
 {
-	if (ud_debug < 0) {
-		const char *e = getenv("ZDAPL_TCP_DEBUG");
-
-		ud_debug = e && *e && *e != '0';
-	}
-	if (ud_debug)
+	if (zd_tcp_debug_on())
 		zd_log_error("tcp: UD QP %u drops a datagram: %s (%llu so far)", qp->ud->qpn, why,
 			     (unsigned long long)count);
 }
