@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the ThreadSanitizer stress scenarios share (tests/tsan/README in
+ * tsan_stress.c): plain C checks that print and exit (Criterion cannot run
+ * under TSan), a "node" opened through libdat2 (IA, PZ, CR and connection
+ * EVDs), a connected pair of EPs with one registered buffer each, and
+ * posting helpers.  Everything runs in one process, so TSan sees both
+ * sides of every connection and every thread of the library.
+ */
+#ifndef TSAN_UTIL_H
+#define TSAN_UTIL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <dat2/udat.h>
+
+#include "rc_ep_attr.h"
+
+#define SEC 1000000u            /* DAT timeouts are in microseconds */
+#define TS_BUF 65536            /* each pair side's registered buffer */
+
+extern const char *ts_scenario;
+
+#define CHK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "tsan_stress %s: %s:%d: %s\n", ts_scenario, \
+			__FILE__, __LINE__, #cond); \
+		_exit(1); \
+	} \
+} while (0)
+
+#define CHK_RET(call, want) do { \
+	DAT_RETURN r_ = (call); \
+	if (r_ != (DAT_RETURN)(want)) { \
+		fprintf(stderr, "tsan_stress %s: %s:%d: %s: got 0x%x want 0x%x\n", \
+			ts_scenario, __FILE__, __LINE__, #call, (unsigned)r_, \
+			(unsigned)(want)); \
+		_exit(1); \
+	} \
+} while (0)
+
+static inline uint64_t ts_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Loops run until both: at least @min_iter rounds and @ms milliseconds
+ * (TSan slows code 5-15x and the host is shared: time bounds the run,
+ * the count makes sure something happened). */
+struct ts_budget {
+	uint64_t end_ms;
+	unsigned min_iter, iter;
+};
+
+static inline void ts_budget_start(struct ts_budget *b, unsigned ms, unsigned min_iter)
+{
+	b->end_ms = ts_now_ms() + ms;
+	b->min_iter = min_iter;
+	b->iter = 0;
+}
+
+static inline int ts_budget_more(struct ts_budget *b)
+{
+	return b->iter++ < b->min_iter || ts_now_ms() < b->end_ms;
+}
+
+static inline void ts_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	CHK(pthread_create(t, NULL, fn, arg) == 0);
+}
+
+/* ---- nodes: an IA with what connections need ---------------------------- */
+
+struct ts_node {
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async, cr_evd, conn_evd;
+	DAT_PZ_HANDLE pz;
+};
+
+static inline void ts_node_open(struct ts_node *n, const char *ia_name)
+{
+	memset(n, 0, sizeof(*n));
+	CHK_RET(dat_ia_open((DAT_NAME_PTR)ia_name, 8, &n->async, &n->ia), DAT_SUCCESS);
+	CHK_RET(dat_evd_create(n->ia, 256, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &n->cr_evd),
+		DAT_SUCCESS);
+	CHK_RET(dat_evd_create(n->ia, 256, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG,
+			       &n->conn_evd), DAT_SUCCESS);
+	CHK_RET(dat_pz_create(n->ia, &n->pz), DAT_SUCCESS);
+}
+
+static inline void ts_node_close(struct ts_node *n)
+{
+	CHK_RET(dat_ia_close(n->ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
+
+/* The next event of @evd within @us: its number, or 0 on timeout. */
+static inline DAT_EVENT_NUMBER ts_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_EVENT *ev)
+{
+	DAT_COUNT nmore;
+	DAT_EVENT tmp;
+
+	if (!ev)
+		ev = &tmp;
+	memset(ev, 0, sizeof(*ev));
+	if (dat_evd_wait(evd, us, 1, ev, &nmore) != DAT_SUCCESS)
+		return (DAT_EVENT_NUMBER)0;
+	return ev->event_number;
+}
+
+static inline DAT_IA_ADDRESS_PTR ts_loopback(struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return (DAT_IA_ADDRESS_PTR)sa;
+}
+
+static inline DAT_RETURN ts_connect(DAT_EP_HANDLE ep, DAT_CONN_QUAL qual)
+{
+	struct sockaddr_in sa;
+
+	return dat_ep_connect(ep, ts_loopback(&sa), qual, 10 * SEC, 0, NULL,
+			      DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+}
+
+/* A PSP on @n with a qualifier of this process's own (pid-based, so that
+ * scenarios running at once in other processes do not meet). */
+static inline DAT_CONN_QUAL ts_listen(struct ts_node *n, DAT_PSP_HANDLE *psp, unsigned salt)
+{
+	DAT_CONN_QUAL q = 0x75a0000000000000ull | ((DAT_CONN_QUAL)getpid() << 8) | salt;
+
+	CHK_RET(dat_psp_create(n->ia, q, n->cr_evd, DAT_PSP_CONSUMER_FLAG, psp), DAT_SUCCESS);
+	return q;
+}
+
+/* ---- a connected pair of EPs, each with its DTO EVDs and buffer ---------- */
+
+struct ts_side {
+	struct ts_node *n;
+	DAT_EVD_HANDLE req, rcv;
+	DAT_EP_HANDLE ep;
+	uint8_t *buf;
+	DAT_LMR_HANDLE lmr;
+	DAT_LMR_CONTEXT lkey;
+	DAT_RMR_CONTEXT rkey;
+};
+
+static inline void ts_side_open(struct ts_side *s, struct ts_node *n, DAT_COUNT qlen)
+{
+	DAT_REGION_DESCRIPTION r;
+	DAT_VLEN rlen;
+	DAT_VADDR raddr;
+	DAT_EP_ATTR a;
+
+	memset(s, 0, sizeof(*s));
+	s->n = n;
+	CHK_RET(dat_evd_create(n->ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &s->req),
+		DAT_SUCCESS);
+	CHK_RET(dat_evd_create(n->ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &s->rcv),
+		DAT_SUCCESS);
+	s->buf = aligned_alloc(4096, TS_BUF);
+	CHK(s->buf);
+	memset(s->buf, 0, TS_BUF);
+	r.for_va = s->buf;
+	CHK_RET(dat_lmr_create(n->ia, DAT_MEM_TYPE_VIRTUAL, r, TS_BUF, n->pz, DAT_MEM_PRIV_ALL_FLAG,
+			       DAT_VA_TYPE_VA, &s->lmr, &s->lkey, &s->rkey, &rlen, &raddr),
+		DAT_SUCCESS);
+	rc_ep_attr(&a, TS_BUF, 64, 64, 1);
+	CHK_RET(dat_ep_create(n->ia, n->pz, s->rcv, s->req, n->conn_evd, &a, &s->ep), DAT_SUCCESS);
+}
+
+/* Frees what ts_side_open made; the EP may be connected (abrupt free). */
+static inline void ts_side_free(struct ts_side *s)
+{
+	CHK_RET(dat_ep_free(s->ep), DAT_SUCCESS);
+	CHK_RET(dat_evd_free(s->req), DAT_SUCCESS);
+	CHK_RET(dat_evd_free(s->rcv), DAT_SUCCESS);
+	CHK_RET(dat_lmr_free(s->lmr), DAT_SUCCESS);
+	free(s->buf);
+}
+
+/* Connects @c's EP to @s's through @s's node's PSP @qual (the caller
+ * serves nothing else on that PSP meanwhile). */
+static inline void ts_pair_connect(struct ts_side *s, struct ts_side *c, DAT_CONN_QUAL qual)
+{
+	DAT_EVENT ev;
+
+	CHK_RET(ts_connect(c->ep, qual), DAT_SUCCESS);
+	CHK(ts_wait(s->n->cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
+	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s->ep, 0, NULL),
+		DAT_SUCCESS);
+	CHK(ts_wait(s->n->conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+	CHK(ts_wait(c->n->conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+}
+
+static inline DAT_LMR_TRIPLET ts_seg(struct ts_side *s, size_t off, size_t len)
+{
+	DAT_LMR_TRIPLET t = { .lmr_context = s->lkey,
+			      .virtual_address = (DAT_VADDR)(uintptr_t)(s->buf + off),
+			      .segment_length = len };
+	return t;
+}
+
+static inline DAT_RETURN ts_post_recv(struct ts_side *s, uint64_t cookie, size_t off, size_t len)
+{
+	DAT_LMR_TRIPLET t = ts_seg(s, off, len);
+
+	return dat_ep_post_recv(s->ep, 1, &t, (DAT_DTO_COOKIE){ .as_64 = cookie }, DAT_COMPLETION_DEFAULT_FLAG);
+}
+
+static inline DAT_RETURN ts_post_send(struct ts_side *s, uint64_t cookie, size_t off, size_t len)
+{
+	DAT_LMR_TRIPLET t = ts_seg(s, off, len);
+
+	return dat_ep_post_send(s->ep, 1, &t, (DAT_DTO_COOKIE){ .as_64 = cookie }, DAT_COMPLETION_DEFAULT_FLAG);
+}
+
+/* RDMA write of @len bytes at @off of @s's buffer to @roff of @t's. */
+static inline DAT_RETURN ts_post_write(struct ts_side *s, struct ts_side *t, uint64_t cookie,
+				       size_t off, size_t roff, size_t len)
+{
+	DAT_LMR_TRIPLET l = ts_seg(s, off, len);
+	DAT_RMR_TRIPLET r = { .rmr_context = t->rkey,
+			      .virtual_address = (DAT_VADDR)(uintptr_t)(t->buf + roff),
+			      .segment_length = len };
+
+	return dat_ep_post_rdma_write(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = cookie }, &r,
+				      DAT_COMPLETION_DEFAULT_FLAG);
+}
+
+/* The next DTO completion of @evd, waiting (dat_evd_wait) or spinning on
+ * dat_evd_dequeue; it must be a success. */
+static inline void ts_dto(DAT_EVD_HANDLE evd, int spin, DAT_EVENT *ev)
+{
+	DAT_EVENT tmp;
+
+	if (!ev)
+		ev = &tmp;
+	if (spin) {
+		uint64_t end = ts_now_ms() + 20000;
+
+		while (dat_evd_dequeue(evd, ev) != DAT_SUCCESS) {
+			CHK(ts_now_ms() < end);
+			sched_yield();
+		}
+	} else {
+		CHK(ts_wait(evd, 20 * SEC, ev) == DAT_DTO_COMPLETION_EVENT);
+	}
+	CHK(ev->event_number == DAT_DTO_COMPLETION_EVENT);
+	if (ev->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
+		fprintf(stderr, "tsan_stress %s: DTO status %d\n", ts_scenario,
+			(int)ev->event_data.dto_completion_event_data.status);
+		_exit(1);
+	}
+}
+
+/* Scenarios (one file each): 0 passed, else exit with a message. */
+int ts_evd(int argc, char **argv);
+int ts_pollers(int argc, char **argv);
+int ts_cm(int argc, char **argv);
+int ts_traffic(int argc, char **argv);
+
+#endif
