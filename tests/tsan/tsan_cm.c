@@ -56,7 +56,7 @@ static void *accepter_main(void *arg)
 
 		if (ts_wait(srv->n.cr_evd, SEC / 10, &ev) != DAT_CONNECTION_REQUEST_EVENT)
 			continue;
-		CHK_RET(dat_ep_create(srv->n.ia, srv->n.pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
+		CHK_RET(dat_ep_create(srv->n.ia, srv->n.pz, srv->n.dto, srv->n.dto,
 				      srv->n.conn_evd, NULL, &ep), DAT_SUCCESS);
 		if (!live_add(ep)) {
 			/* Too many left over: refuse this one. */
@@ -163,8 +163,7 @@ static void client_round(struct ts_client *cl, struct ts_node *n, DAT_EVD_HANDLE
 	DAT_EP_HANDLE ep;
 	DAT_EVENT_NUMBER num;
 
-	CHK_RET(dat_ep_create(n->ia, n->pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, conn_evd, NULL, &ep),
-		DAT_SUCCESS);
+	CHK_RET(dat_ep_create(n->ia, n->pz, n->dto, n->dto, conn_evd, NULL, &ep), DAT_SUCCESS);
 	CHK_RET(ts_connect(ep, cl->srv->qual), DAT_SUCCESS);
 	switch (how) {
 	case END_FREE_EARLY:

@@ -87,6 +87,7 @@ static inline void ts_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 struct ts_node {
 	DAT_IA_HANDLE ia;
 	DAT_EVD_HANDLE async, cr_evd, conn_evd;
+	DAT_EVD_HANDLE dto;             /* both DTO EVDs of EPs that carry no traffic */
 	DAT_PZ_HANDLE pz;
 };
 
@@ -98,6 +99,8 @@ static inline void ts_node_open(struct ts_node *n, const char *ia_name)
 		DAT_SUCCESS);
 	CHK_RET(dat_evd_create(n->ia, 256, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG,
 			       &n->conn_evd), DAT_SUCCESS);
+	CHK_RET(dat_evd_create(n->ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &n->dto),
+		DAT_SUCCESS);
 	CHK_RET(dat_pz_create(n->ia, &n->pz), DAT_SUCCESS);
 }
 
