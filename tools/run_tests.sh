@@ -2,7 +2,8 @@
 # The whole test suite, setup included: packages, a release-style build in
 # build/ with every suite (unit, core API through libdat2, interop with the
 # Debian dapl2-utils clients), then the unit and core suites again under
-# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/, then about
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/, the
+# ThreadSanitizer stress programs in build-tsan/ (tests/tsan), then about
 # 60 s of libFuzzer on the wire parsers (tools/run_fuzz.sh, one line in the
 # totals).
 # Ends with "N passed, N failed" and exits non-zero on any failure.
@@ -51,6 +52,18 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 rc2=$?
 count build-asan/meson-logs/testlog.json
 
+step "build with ThreadSanitizer (build-tsan/)"
+# Only the library and the plain stress programs (tests/tsan, evd_stress):
+# Criterion cannot run under TSan.  Any report fails its test (exit 66).
+# The jemalloc source build/ fetched serves here too (no second apt-get source).
+jesrc=$(ls -d "$PWD"/build/mem/jemalloc/work/src/jemalloc-*/ 2>/dev/null | head -n 1)
+configure build-tsan $werror -Db_sanitize=thread ${jesrc:+-Djemalloc_src=$jesrc} || exit 1
+meson compile -C build-tsan || exit 1
+step "stress programs under ThreadSanitizer"
+meson test -C build-tsan --print-errorlogs --suite tsan --suite evd
+rc4=$?
+count build-tsan/meson-logs/testlog.json
+
 step "fuzzing the wire parsers (tools/run_fuzz.sh, about 60 s)"
 ZD_FUZZ_DIR=build/fuzz sh tools/run_fuzz.sh
 rc3=$?
@@ -64,4 +77,4 @@ fi
 
 echo
 echo "$passed passed, $failed failed"
-[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ "$failed" -eq 0 ]
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ $rc4 -eq 0 ] && [ "$failed" -eq 0 ]
