@@ -565,8 +565,12 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 			uint64_t w;
 
 			if (type == ZD_SHM_COMP_EAGER) {
-				/* relaxed: only this process writes rq_posted. */
-				if (atomic_load_explicit(&own->rq_posted, memory_order_relaxed) <= pos)
+				/* acquire: pairs with the release store of
+				 * rq_posted in zd_shm_post_recv: the slot's
+				 * segments are visible (the poster is another
+				 * thread when a pinned poller or another
+				 * consumer thread reaps). */
+				if (atomic_load_explicit(&own->rq_posted, memory_order_acquire) <= pos)
 					break;  /* receive n not posted yet */
 				w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
 				if (atomic_compare_exchange_strong(&slot->state, &w,
