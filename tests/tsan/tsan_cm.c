@@ -213,20 +213,24 @@ void *ts_client_main(void *arg)
 {
 	struct ts_client *cl = arg;
 	struct ts_budget b;
-	DAT_EVD_HANDLE shared_conn = DAT_HANDLE_NULL;
 
-	if (cl->shared)
-		CHK_RET(dat_evd_create(cl->shared->ia, 64, DAT_HANDLE_NULL,
-				       DAT_EVD_CONNECTION_FLAG, &shared_conn), DAT_SUCCESS);
 	ts_budget_start(&b, cl->ms, cl->min_rounds);
 	while (ts_budget_more(&b)) {
 		enum end_how how = (enum end_how)((cl->rounds + cl->id) % END_HOW_N);
 
 		if (cl->shared) {
+			/* A connection EVD of this round's own: events an EP
+			 * freed early left queued would otherwise meet a
+			 * later EP at the same address. */
+			DAT_EVD_HANDLE conn;
+
+			CHK_RET(dat_evd_create(cl->shared->ia, 64, DAT_HANDLE_NULL,
+					       DAT_EVD_CONNECTION_FLAG, &conn), DAT_SUCCESS);
 			/* The shared IA is not ours to close. */
 			if (how >= END_IA_CLOSE)
 				how = how == END_IA_CLOSE ? END_FREE : END_FREE_EARLY;
-			client_round(cl, cl->shared, shared_conn, how);
+			client_round(cl, cl->shared, conn, how);
+			CHK_RET(dat_evd_free(conn), DAT_SUCCESS);
 		} else {
 			struct ts_node n;
 
@@ -237,8 +241,6 @@ void *ts_client_main(void *arg)
 		}
 		cl->rounds++;
 	}
-	if (shared_conn)
-		CHK_RET(dat_evd_free(shared_conn), DAT_SUCCESS);
 	return NULL;
 }
 

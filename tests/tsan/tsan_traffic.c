@@ -22,7 +22,8 @@
 
 struct initiator {
 	pthread_t t;
-	struct ts_side *s, *peer;
+	struct ts_side *s;
+	struct ts_remote peer;
 	uint32_t count;
 };
 
@@ -47,21 +48,13 @@ static void *initiator_main(void *arg)
 			CHK_RET(ts_post_send(s, i, off, MSG), DAT_SUCCESS);
 			break;
 		case 1:
-			CHK_RET(ts_post_write(s, x->peer, i, off, RDMA_OFF + off, MSG),
+			CHK_RET(ts_post_write(s, &x->peer, i, off, RDMA_OFF + off, MSG),
 				DAT_SUCCESS);
 			break;
-		default: {
-			DAT_LMR_TRIPLET l = ts_seg(s, RDMA_OFF + off, MSG);
-			DAT_RMR_TRIPLET r = {
-				.rmr_context = x->peer->rkey,
-				.virtual_address = (DAT_VADDR)(uintptr_t)(x->peer->buf + READ_OFF),
-				.segment_length = MSG };
-
-			CHK_RET(dat_ep_post_rdma_read(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = i },
-						      &r, DAT_COMPLETION_DEFAULT_FLAG),
+		default:
+			CHK_RET(ts_post_read(s, &x->peer, i, RDMA_OFF + off, READ_OFF, MSG),
 				DAT_SUCCESS);
 			break;
-		}
 		}
 		out++;
 	}
@@ -97,7 +90,7 @@ int ts_traffic(int argc, char **argv)
 
 	ts_budget_start(&b, 2500, 2);
 	while (ts_budget_more(&b)) {
-		x = (struct initiator){ .s = &c, .peer = &s, .count = 600 };
+		x = (struct initiator){ .s = &c, .peer = ts_side_remote(&s), .count = 600 };
 		ts_thread(&x.t, initiator_main, &x);
 		/* Every third operation is a send, in order. */
 		for (uint32_t i = 0; i < x.count; i += 3) {

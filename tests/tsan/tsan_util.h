@@ -221,27 +221,51 @@ static inline DAT_RETURN ts_post_recv(struct ts_side *s, uint64_t cookie, size_t
 {
 	DAT_LMR_TRIPLET t = ts_seg(s, off, len);
 
-	return dat_ep_post_recv(s->ep, 1, &t, (DAT_DTO_COOKIE){ .as_64 = cookie }, DAT_COMPLETION_DEFAULT_FLAG);
+	return dat_ep_post_recv(s->ep, 1, &t, (DAT_DTO_COOKIE){ .as_64 = cookie },
+				DAT_COMPLETION_DEFAULT_FLAG);
 }
 
 static inline DAT_RETURN ts_post_send(struct ts_side *s, uint64_t cookie, size_t off, size_t len)
 {
 	DAT_LMR_TRIPLET t = ts_seg(s, off, len);
 
-	return dat_ep_post_send(s->ep, 1, &t, (DAT_DTO_COOKIE){ .as_64 = cookie }, DAT_COMPLETION_DEFAULT_FLAG);
+	return dat_ep_post_send(s->ep, 1, &t, (DAT_DTO_COOKIE){ .as_64 = cookie },
+				DAT_COMPLETION_DEFAULT_FLAG);
 }
 
-/* RDMA write of @len bytes at @off of @s's buffer to @roff of @t's. */
-static inline DAT_RETURN ts_post_write(struct ts_side *s, struct ts_side *t, uint64_t cookie,
-				       size_t off, size_t roff, size_t len)
+/* Another side's registered buffer, as RDMA names it. */
+struct ts_remote {
+	DAT_RMR_CONTEXT rkey;
+	uint64_t addr;
+};
+
+static inline struct ts_remote ts_side_remote(const struct ts_side *s)
+{
+	return (struct ts_remote){ .rkey = s->rkey, .addr = (uint64_t)(uintptr_t)s->buf };
+}
+
+/* RDMA write of @len bytes at @off of @s's buffer to @roff of @r's. */
+static inline DAT_RETURN ts_post_write(struct ts_side *s, const struct ts_remote *r,
+				       uint64_t cookie, size_t off, size_t roff, size_t len)
 {
 	DAT_LMR_TRIPLET l = ts_seg(s, off, len);
-	DAT_RMR_TRIPLET r = { .rmr_context = t->rkey,
-			      .virtual_address = (DAT_VADDR)(uintptr_t)(t->buf + roff),
+	DAT_RMR_TRIPLET t = { .rmr_context = r->rkey, .virtual_address = r->addr + roff,
 			      .segment_length = len };
 
-	return dat_ep_post_rdma_write(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = cookie }, &r,
+	return dat_ep_post_rdma_write(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = cookie }, &t,
 				      DAT_COMPLETION_DEFAULT_FLAG);
+}
+
+/* RDMA read of @len bytes at @roff of @r's buffer into @off of @s's. */
+static inline DAT_RETURN ts_post_read(struct ts_side *s, const struct ts_remote *r,
+				      uint64_t cookie, size_t off, size_t roff, size_t len)
+{
+	DAT_LMR_TRIPLET l = ts_seg(s, off, len);
+	DAT_RMR_TRIPLET t = { .rmr_context = r->rkey, .virtual_address = r->addr + roff,
+			      .segment_length = len };
+
+	return dat_ep_post_rdma_read(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = cookie }, &t,
+				     DAT_COMPLETION_DEFAULT_FLAG);
 }
 
 /* The next DTO completion of @evd, waiting (dat_evd_wait) or spinning on
@@ -264,8 +288,10 @@ static inline void ts_dto(DAT_EVD_HANDLE evd, int spin, DAT_EVENT *ev)
 	}
 	CHK(ev->event_number == DAT_DTO_COMPLETION_EVENT);
 	if (ev->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
-		fprintf(stderr, "tsan_stress %s: DTO status %d\n", ts_scenario,
-			(int)ev->event_data.dto_completion_event_data.status);
+		fprintf(stderr, "tsan_stress %s (pid %d): DTO status %d, cookie %llu\n",
+			ts_scenario, (int)getpid(),
+			(int)ev->event_data.dto_completion_event_data.status,
+			(unsigned long long)ev->event_data.dto_completion_event_data.user_cookie.as_64);
 		_exit(1);
 	}
 }
