@@ -54,7 +54,7 @@ static void *accepter_main(void *arg)
 		DAT_EVENT ev;
 		DAT_EP_HANDLE ep;
 
-		if (ts_wait(srv->n.cr_evd, SEC / 10, &ev) != DAT_CONNECTION_REQUEST_EVENT)
+		if (wait_ev(srv->n.cr_evd, SEC / 10, &ev) != DAT_CONNECTION_REQUEST_EVENT)
 			continue;
 		CHK_RET(dat_ep_create(srv->n.ia, srv->n.pz, srv->n.dto, srv->n.dto,
 				      srv->n.conn_evd, NULL, &ep), DAT_SUCCESS);
@@ -82,7 +82,7 @@ static void *reaper_main(void *arg)
 
 	while (!atomic_load(&srv->stop)) {
 		DAT_EVENT ev;
-		DAT_EVENT_NUMBER num = ts_wait(srv->n.conn_evd, SEC / 10, &ev);
+		DAT_EVENT_NUMBER num = wait_ev(srv->n.conn_evd, SEC / 10, &ev);
 		DAT_EP_HANDLE ep = ev.event_data.connect_event_data.ep_handle;
 
 		DAT_EP_STATE st;
@@ -145,11 +145,11 @@ enum end_how {
 /* The next connection event of @ep on @evd (others' late events skipped). */
 static DAT_EVENT_NUMBER conn_event(DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep)
 {
-	uint64_t end = ts_now_ms() + 10000;
+	uint64_t end = now_ms() + 10000;
 
-	while (ts_now_ms() < end) {
+	while (now_ms() < end) {
 		DAT_EVENT ev;
-		DAT_EVENT_NUMBER num = ts_wait(evd, SEC, &ev);
+		DAT_EVENT_NUMBER num = wait_ev(evd, SEC, &ev);
 
 		if (num && ev.event_data.connect_event_data.ep_handle == ep)
 			return num;
@@ -164,7 +164,7 @@ static void client_round(struct ts_client *cl, struct ts_node *n, DAT_EVD_HANDLE
 	DAT_EVENT_NUMBER num;
 
 	CHK_RET(dat_ep_create(n->ia, n->pz, n->dto, n->dto, conn_evd, NULL, &ep), DAT_SUCCESS);
-	CHK_RET(ts_connect(ep, cl->srv->qual), DAT_SUCCESS);
+	CHK_RET(connect_loopback(ep, cl->srv->qual, 10 * SEC), DAT_SUCCESS);
 	switch (how) {
 	case END_FREE_EARLY:
 		CHK_RET(dat_ep_free(ep), DAT_SUCCESS);

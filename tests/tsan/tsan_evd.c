@@ -76,7 +76,7 @@ static void software_events(struct ts_node *n, uint32_t per)
 		if (got % 8 == 0 && dat_evd_dequeue(evd, &ev) == DAT_SUCCESS)
 			;
 		else
-			CHK(ts_wait(evd, 20 * SEC, &ev) == DAT_SOFTWARE_EVENT);
+			CHK(wait_ev(evd, 20 * SEC, &ev) == DAT_SOFTWARE_EVENT);
 		v = (uint64_t)(uintptr_t)ev.event_data.software_event_data.pointer;
 		id = (uint32_t)(v >> 32);
 		CHK(id < PRODUCERS);

@@ -41,7 +41,7 @@ static void *stream_main(void *arg)
 		}
 		s->buf[off] = (uint8_t)i;
 		if (i % 2)
-			CHK_RET(ts_post_write(s, &x->peer, i, off, TS_BUF / 2 + off, MSG),
+			CHK_RET(ts_post_rdma(s, &x->peer, 1, i, off, TS_BUF / 2 + off, MSG),
 				DAT_SUCCESS);
 		else
 			CHK_RET(ts_post_send(s, i, off, MSG), DAT_SUCCESS);
@@ -73,7 +73,7 @@ static void burst(struct ts_side *s, const struct ts_remote *peer)
 	for (uint32_t i = 0; i < WIN / 2; i++) {
 		(void)ts_post_send(s, i, i * MSG, MSG);
 		if (peer)
-			(void)ts_post_write(s, peer, i, i * MSG, TS_BUF / 2 + i * MSG, MSG);
+			(void)ts_post_rdma(s, peer, 1, i, i * MSG, TS_BUF / 2 + i * MSG, MSG);
 	}
 }
 
@@ -172,8 +172,8 @@ static int client_proc(int fd, const char *ia)
 			return 0;
 		ts_node_open(&cn, ia);
 		ts_side_open(&c, &cn, 64);
-		CHK_RET(ts_connect(c.ep, m.qual), DAT_SUCCESS);
-		CHK(ts_wait(cn.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+		CHK_RET(connect_loopback(c.ep, m.qual, 10 * SEC), DAT_SUCCESS);
+		CHK(wait_ev(cn.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 		x = (struct stream){ .s = &c, .peer = m.buf, .count = m.count,
 				     .spin = m.round % 2 == 0 };
 		stream_main(&x);
@@ -196,10 +196,10 @@ static void round_forked(int fd, const char *ia, unsigned round, uint32_t count)
 	m.qual = server_open(&sn, &s, &psp, ia);
 	m.buf = ts_side_remote(&s);
 	io_full(fd, &m, sizeof(m), 1);
-	CHK(ts_wait(sn.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
+	CHK(wait_ev(sn.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s.ep, 0, NULL),
 		DAT_SUCCESS);
-	CHK(ts_wait(sn.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+	CHK(wait_ev(sn.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 	receive_stream(&s, count, m.round % 2 == 0);
 	burst(&s, NULL);
 	CHK_RET(dat_psp_free(psp), DAT_SUCCESS);

@@ -41,14 +41,14 @@ int main(int argc, char **argv)
 	alarm(120);
 	for (size_t i = 0; argc > 1 && i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
 		if (strcmp(argv[1], scenarios[i].name) == 0) {
-			uint64_t t0 = ts_now_ms();
+			uint64_t t0 = now_ms();
 			int rc;
 
 			ts_scenario = argv[1];
 			rc = scenarios[i].fn(argc - 2, argv + 2);
 			printf("tsan_stress %s%s%s: %s in %.1f s\n", argv[1], argc > 2 ? " " : "",
 			       argc > 2 ? argv[2] : "", rc ? "FAILED" : "ok",
-			       (double)(ts_now_ms() - t0) / 1000);
+			       (double)(now_ms() - t0) / 1000);
 			return rc;
 		}
 	}

@@ -48,11 +48,11 @@ static void *initiator_main(void *arg)
 			CHK_RET(ts_post_send(s, i, off, MSG), DAT_SUCCESS);
 			break;
 		case 1:
-			CHK_RET(ts_post_write(s, &x->peer, i, off, RDMA_OFF + off, MSG),
+			CHK_RET(ts_post_rdma(s, &x->peer, 1, i, off, RDMA_OFF + off, MSG),
 				DAT_SUCCESS);
 			break;
 		default:
-			CHK_RET(ts_post_read(s, &x->peer, i, RDMA_OFF + off, READ_OFF, MSG),
+			CHK_RET(ts_post_rdma(s, &x->peer, 0, i, RDMA_OFF + off, READ_OFF, MSG),
 				DAT_SUCCESS);
 			break;
 		}

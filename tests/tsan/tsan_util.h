@@ -24,9 +24,9 @@
 #include <netinet/in.h>
 #include <dat2/udat.h>
 
+#include "dat_wait.h"
 #include "rc_ep_attr.h"
 
-#define SEC 1000000u            /* DAT timeouts are in microseconds */
 #define TS_BUF 65536            /* each pair side's registered buffer */
 
 extern const char *ts_scenario;
@@ -49,14 +49,6 @@ extern const char *ts_scenario;
 	} \
 } while (0)
 
-static inline uint64_t ts_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Loops run until both: at least @min_iter rounds and @ms milliseconds
  * (TSan slows code 5-15x and the host is shared: time bounds the run,
  * the count makes sure something happened). */
@@ -67,14 +59,14 @@ struct ts_budget {
 
 static inline void ts_budget_start(struct ts_budget *b, unsigned ms, unsigned min_iter)
 {
-	b->end_ms = ts_now_ms() + ms;
+	b->end_ms = now_ms() + ms;
 	b->min_iter = min_iter;
 	b->iter = 0;
 }
 
 static inline int ts_budget_more(struct ts_budget *b)
 {
-	return b->iter++ < b->min_iter || ts_now_ms() < b->end_ms;
+	return b->iter++ < b->min_iter || now_ms() < b->end_ms;
 }
 
 static inline void ts_thread(pthread_t *t, void *(*fn)(void *), void *arg)
@@ -107,36 +99,6 @@ static inline void ts_node_open(struct ts_node *n, const char *ia_name)
 static inline void ts_node_close(struct ts_node *n)
 {
 	CHK_RET(dat_ia_close(n->ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
-}
-
-/* The next event of @evd within @us: its number, or 0 on timeout. */
-static inline DAT_EVENT_NUMBER ts_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_EVENT *ev)
-{
-	DAT_COUNT nmore;
-	DAT_EVENT tmp;
-
-	if (!ev)
-		ev = &tmp;
-	memset(ev, 0, sizeof(*ev));
-	if (dat_evd_wait(evd, us, 1, ev, &nmore) != DAT_SUCCESS)
-		return (DAT_EVENT_NUMBER)0;
-	return ev->event_number;
-}
-
-static inline DAT_IA_ADDRESS_PTR ts_loopback(struct sockaddr_in *sa)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return (DAT_IA_ADDRESS_PTR)sa;
-}
-
-static inline DAT_RETURN ts_connect(DAT_EP_HANDLE ep, DAT_CONN_QUAL qual)
-{
-	struct sockaddr_in sa;
-
-	return dat_ep_connect(ep, ts_loopback(&sa), qual, 10 * SEC, 0, NULL,
-			      DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
 }
 
 /* A PSP on @n with a qualifier of this process's own (pid-based, so that
@@ -201,12 +163,12 @@ static inline void ts_pair_connect(struct ts_side *s, struct ts_side *c, DAT_CON
 {
 	DAT_EVENT ev;
 
-	CHK_RET(ts_connect(c->ep, qual), DAT_SUCCESS);
-	CHK(ts_wait(s->n->cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
+	CHK_RET(connect_loopback(c->ep, qual, 10 * SEC), DAT_SUCCESS);
+	CHK(wait_ev(s->n->cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
 	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s->ep, 0, NULL),
 		DAT_SUCCESS);
-	CHK(ts_wait(s->n->conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
-	CHK(ts_wait(c->n->conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+	CHK(wait_ev(s->n->conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+	CHK(wait_ev(c->n->conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 }
 
 static inline DAT_LMR_TRIPLET ts_seg(struct ts_side *s, size_t off, size_t len)
@@ -244,28 +206,18 @@ static inline struct ts_remote ts_side_remote(const struct ts_side *s)
 	return (struct ts_remote){ .rkey = s->rkey, .addr = (uint64_t)(uintptr_t)s->buf };
 }
 
-/* RDMA write of @len bytes at @off of @s's buffer to @roff of @r's. */
-static inline DAT_RETURN ts_post_write(struct ts_side *s, const struct ts_remote *r,
-				       uint64_t cookie, size_t off, size_t roff, size_t len)
-{
-	DAT_LMR_TRIPLET l = ts_seg(s, off, len);
-	DAT_RMR_TRIPLET t = { .rmr_context = r->rkey, .virtual_address = r->addr + roff,
-			      .segment_length = len };
-
-	return dat_ep_post_rdma_write(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = cookie }, &t,
-				      DAT_COMPLETION_DEFAULT_FLAG);
-}
-
-/* RDMA read of @len bytes at @roff of @r's buffer into @off of @s's. */
-static inline DAT_RETURN ts_post_read(struct ts_side *s, const struct ts_remote *r,
+/* RDMA write (@write) of @len bytes at @off of @s's buffer to @roff of
+ * @r's, or RDMA read of them the other way. */
+static inline DAT_RETURN ts_post_rdma(struct ts_side *s, const struct ts_remote *r, int write,
 				      uint64_t cookie, size_t off, size_t roff, size_t len)
 {
 	DAT_LMR_TRIPLET l = ts_seg(s, off, len);
 	DAT_RMR_TRIPLET t = { .rmr_context = r->rkey, .virtual_address = r->addr + roff,
 			      .segment_length = len };
+	DAT_DTO_COOKIE c = { .as_64 = cookie };
 
-	return dat_ep_post_rdma_read(s->ep, 1, &l, (DAT_DTO_COOKIE){ .as_64 = cookie }, &t,
-				     DAT_COMPLETION_DEFAULT_FLAG);
+	return write ? dat_ep_post_rdma_write(s->ep, 1, &l, c, &t, DAT_COMPLETION_DEFAULT_FLAG)
+		     : dat_ep_post_rdma_read(s->ep, 1, &l, c, &t, DAT_COMPLETION_DEFAULT_FLAG);
 }
 
 /* The next DTO completion of @evd, waiting (dat_evd_wait) or spinning on
@@ -277,14 +229,14 @@ static inline void ts_dto(DAT_EVD_HANDLE evd, int spin, DAT_EVENT *ev)
 	if (!ev)
 		ev = &tmp;
 	if (spin) {
-		uint64_t end = ts_now_ms() + 20000;
+		uint64_t end = now_ms() + 20000;
 
 		while (dat_evd_dequeue(evd, ev) != DAT_SUCCESS) {
-			CHK(ts_now_ms() < end);
+			CHK(now_ms() < end);
 			sched_yield();
 		}
 	} else {
-		CHK(ts_wait(evd, 20 * SEC, ev) == DAT_DTO_COMPLETION_EVENT);
+		CHK(wait_ev(evd, 20 * SEC, ev) == DAT_DTO_COMPLETION_EVENT);
 	}
 	CHK(ev->event_number == DAT_DTO_COMPLETION_EVENT);
 	if (ev->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
