@@ -75,6 +75,7 @@
 #include "hw/soft/zd_soft_region.h"
 #include "hw/soft/zd_soft_table.h"
 #include "hw/shm/zd_shm_cqring.h"
+#include "hw/soft/zd_soft_xlat.h"
 
 #define ZD_SHM_MAX_SEGS      16
 #define ZD_SHM_MAGIC_IA      0x7a64736869613032ull  /* "zdshia02": with atomic_lock */
@@ -342,6 +343,7 @@ struct zd_shm_qp {
 	struct zd_shm_srq_shared *rsrq;
 	struct zd_shm_rq_slot *rsrq_slots;
 	uint32_t r_srq_depth;
+	struct zd_soft_xlat xlat;         /* post_rdma's last key pair, checked */
 	uint64_t msg_sent;                /* messages sent (non-SRQ: peer's RQ slot) */
 	uint64_t comp_tail;               /* our copy of remote->comp_tail */
 	uint64_t eager_tail;

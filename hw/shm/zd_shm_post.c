@@ -759,14 +759,68 @@ post_rdma_any(struct zd_ep *ep, bool write, DAT_COUNT n, const DAT_LMR_TRIPLET *
 	return post_request(ep, DAT_DTO_RDMA_READ, n, iov, cookie, remote, NULL, flags);
 }
 
+/* The rights a checked (local, remote) key pair grants this QP, for its
+ * translation cache: both PZs the QP's, then what each key allows. */
+static uint32_t xlat_rights(const struct zd_shm_qp *qp, const struct zd_soft_mr_view *lv,
+			    const struct zd_soft_mr_view *rv)
+{
+	uint32_t ok = 0;
+
+	if (lv->pz != qp->pz_id || rv->pz != qp->r_pz_id)
+		return 0;
+	if (rv->access & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
+		ok |= ZD_SOFT_XLAT_WRITE;  /* the local side needs no right (ZD_SHM_LOCAL_READ) */
+	if ((rv->access & DAT_MEM_PRIV_REMOTE_READ_FLAG) &&
+	    (lv->access & DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
+		ok |= ZD_SOFT_XLAT_READ;
+	return ok;
+}
+
+/* post_rdma's miss: both keys checked in full in their tables, the target
+ * translated, the result cached for the next post (zd_soft_xlat.h).  Our
+ * pointer to the target range, or NULL for whatever post_request must
+ * handle (an error to report, a target only cross-memory attach reaches). */
+static __attribute__((noinline)) void *rdma_translate(struct zd_shm_qp *qp, bool write,
+						      const DAT_LMR_TRIPLET *iov,
+						      const DAT_RMR_TRIPLET *remote, uint64_t len)
+{
+	const struct zd_soft_mr_entry *lt = qp->sia->sh->mr, *rt = zd_shm_peer_ia(qp->peer)->mr;
+	struct zd_soft_mr_view lv, rv;
+	struct zd_soft_xlat_fill f = {
+		.lkey = iov->lmr_context, .rkey = remote->rmr_context,
+		.le = &lt[iov->lmr_context & (ZD_SHM_MR_ENTRIES - 1)],
+		.re = &rt[remote->rmr_context & (ZD_SHM_MR_ENTRIES - 1)],
+		.lv = &lv, .rv = &rv, .raddr = remote->virtual_address,
+	};
+
+	if (!zd_soft_mr_read_seq(f.le, f.lkey, &lv, &f.lseq) ||
+	    !zd_soft_mr_allows(&lv, iov->virtual_address, len,
+			       write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG, qp->pz_id) ||
+	    !zd_soft_mr_read_seq(f.re, f.rkey, &rv, &f.rseq) ||
+	    !zd_soft_mr_allows(&rv, f.raddr, len,
+			       write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG,
+			       qp->r_pz_id))
+		return NULL;
+	f.ptr = zd_soft_peer_ptr_span(qp->peer, zd_soft_mr_chunk(&rv, f.raddr, len), f.raddr, len,
+				      &f.rlo, &f.rhi);
+	if (!f.ptr)
+		return NULL;
+	f.ok = xlat_rights(qp, &lv, &rv);
+	zd_soft_xlat_put(&qp->xlat, &f);
+	return f.ptr;
+}
+
 /*
  * The common RDMA: one segment of 1..max bytes, nothing queued, no error,
  * every check passing and a target memcpy reaches (same process, or a pool
- * chunk we mapped).  Only reads until the copy: whatever else (an error to
- * report, no segment, several, a target only process_vm_writev reaches)
- * starts over in post_request, which makes the same checks and reports.
- * Keeping this path free of the general one keeps it short (few registers
- * to save, no iovecs).
+ * chunk or adoption window we mapped).  Only reads until the copy:
+ * whatever else (an error to report, no segment, several, a target only
+ * process_vm_writev reaches) starts over in post_request, which makes the
+ * same checks and reports.  Keeping this path free of the general one
+ * keeps it short (few registers to save, no iovecs).  Back-to-back posts
+ * on the same key pair take the translation cache: two seq loads instead
+ * of two table reads and a mapping lookup (zd_soft_xlat.h has why that is
+ * as current as the full check).
  */
 static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_COUNT n,
 					     const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
@@ -774,7 +828,6 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 					     DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
-	struct zd_soft_mr_view v;
 	uint64_t len;
 	void *p;
 
@@ -785,21 +838,17 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
 			atomic_load_explicit(&qp->sq_head, memory_order_acquire) ||
 			atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote ||
-			len - 1 >= ZD_SHM_MAX_RDMA || len > remote->segment_length))
-		goto any;
-	if (ZD_UNLIKELY(!local_seg_ok(qp, iov, write ? ZD_SHM_LOCAL_READ
-						     : DAT_MEM_PRIV_LOCAL_WRITE_FLAG) ||
+			len - 1 >= ZD_SHM_MAX_RDMA || len > remote->segment_length ||
 			atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
 		goto any;
-	if (ZD_UNLIKELY(!zd_shm_mr_read(zd_shm_peer_ia(qp->peer)->mr, remote->rmr_context, &v) ||
-			!zd_soft_mr_allows(&v, remote->virtual_address, len,
-					   write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG
-						 : DAT_MEM_PRIV_REMOTE_READ_FLAG, qp->r_pz_id)))
-		goto any;
-	p = zd_soft_peer_ptr_fast(qp->peer, zd_soft_mr_chunk(&v, remote->virtual_address, len),
-				  remote->virtual_address, len);
-	if (ZD_UNLIKELY(!p))
-		goto any;
+	p = zd_soft_xlat_get(&qp->xlat, iov->lmr_context, iov->virtual_address,
+			     remote->rmr_context, remote->virtual_address, len,
+			     write ? ZD_SOFT_XLAT_WRITE : ZD_SOFT_XLAT_READ);
+	if (ZD_UNLIKELY(!p)) {
+		p = rdma_translate(qp, write, iov, remote, len);
+		if (ZD_UNLIKELY(!p))
+			goto any;
+	}
 	if (write)
 		zd_soft_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
 	else

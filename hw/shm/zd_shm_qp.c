@@ -148,6 +148,7 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	qp->ep = ep;
 	qp->sia = sia;
 	qp->pz_id = zd_shm_pz_id(ep->pz);
+	zd_soft_xlat_reset(&qp->xlat);
 	qp->region.fd = -1;
 	qp->rregion.fd = -1;
 	qp->rsrq_region.fd = -1;
@@ -314,6 +315,7 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	qp->comp_seq = 0;
 	qp->comp_tail = 0;
 	qp->eager_tail = 0;
+	zd_soft_xlat_reset(&qp->xlat);  /* it pointed into the old peer's table */
 	/* release: the mapping above is complete before posts see remote. */
 	__atomic_store_n(&qp->remote, r, __ATOMIC_RELEASE);
 	return DAT_SUCCESS;

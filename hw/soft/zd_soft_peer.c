@@ -230,9 +230,10 @@ out:
 	return ret;
 }
 
-/* Pointer to the peer's adopted [addr, addr + len) through a window. */
+/* Pointer to the peer's adopted [addr, addr + len) through a window; the
+ * window's span of peer addresses in [*lo, *hi). */
 static void *window_ptr(struct zd_soft_peer *p, const struct zd_soft_chunk_view *v,
-			uint64_t addr, uint64_t len)
+			uint64_t addr, uint64_t len, uint64_t *lo, uint64_t *hi)
 {
 	uint64_t k = addr >> ZD_SOFT_WIN_SHIFT;
 	const struct zd_soft_win_leaf *leaf;
@@ -248,25 +249,40 @@ static void *window_ptr(struct zd_soft_peer *p, const struct zd_soft_chunk_view 
 				       __ATOMIC_ACQUIRE);
 	if (ZD_UNLIKELY(!base))
 		base = window_map(p, v, k);
+	*lo = k << ZD_SOFT_WIN_SHIFT;
+	*hi = *lo + window_len(k);
 	return base ? (char *)base + (addr - (k << ZD_SOFT_WIN_SHIFT)) : NULL;
 }
 
-void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len)
+void *zd_soft_peer_ptr_span(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len,
+			    uint64_t *lo, uint64_t *hi)
 {
 	struct zd_soft_chunk_view v;
 	struct zd_soft_chunk_map *m;
 	void *base;
 
-	if (p->self)
+	if (p->self) {
+		*lo = 0;
+		*hi = UINT64_MAX;
 		return (void *)(uintptr_t)addr;
+	}
 	if (chunk >= p->nchunks || !zd_soft_chunk_read(&p->chunk_tab[chunk], &v) ||
 	    !zd_range_in(v.base, v.len, addr, len))
 		return NULL;
 	if (v.flags & ZD_SOFT_CHUNK_ADOPTED)
-		return window_ptr(p, &v, addr, len);
+		return window_ptr(p, &v, addr, len, lo, hi);
 	m = &p->maps[chunk];
 	base = map_read(m, &v);
 	if (ZD_UNLIKELY(!base))
 		base = chunk_map(p, chunk, &v);
+	*lo = v.base;
+	*hi = v.base + v.len;
 	return base ? (char *)base + (addr - v.base) : NULL;
+}
+
+void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len)
+{
+	uint64_t lo, hi;
+
+	return zd_soft_peer_ptr_span(p, chunk, addr, len, &lo, &hi);
 }

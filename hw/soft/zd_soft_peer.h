@@ -94,6 +94,14 @@ static inline int zd_soft_peer_map(const struct zd_soft_peer *p, int fd, size_t 
  * it.  Any thread. */
 void *zd_soft_peer_ptr(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len);
 
+/* The same, and the span [*@lo, *@hi) of peer addresses around @addr
+ * that the same mapping reaches at the same displacement (the pointer
+ * minus @addr): a chunk's whole range, an adoption window's, or (same
+ * process) everything.  Mappings stay until the peer goes, so the
+ * displacement holds that long (zd_soft_xlat.h caches it). */
+void *zd_soft_peer_ptr_span(struct zd_soft_peer *p, uint32_t chunk, uint64_t addr, uint64_t len,
+			    uint64_t *lo, uint64_t *hi);
+
 /* zd_soft_peer_ptr with the same-process case inline (the data path's). */
 static ZD_ALWAYS_INLINE void *zd_soft_peer_ptr_fast(struct zd_soft_peer *p, uint32_t chunk,
 						    uint64_t addr, uint64_t len)

@@ -110,9 +110,11 @@ struct zd_soft_mr_view {
 };
 
 /* Copies entry @e, which the device chose for @key; false unless it is a
- * live region of that key. */
-static inline bool zd_soft_mr_read(const struct zd_soft_mr_entry *e, uint32_t key,
-				   struct zd_soft_mr_view *v)
+ * live region of that key.  *@seq: the entry's (even) seq the copy was
+ * taken at: while the entry's seq still reads that value, the copy holds
+ * (zd_soft_xlat.h caches on it). */
+static inline bool zd_soft_mr_read_seq(const struct zd_soft_mr_entry *e, uint32_t key,
+				       struct zd_soft_mr_view *v, uint32_t *seq)
 {
 	/* A writer is never preempted for long inside an entry: a few
 	 * retries, then the access fails as a key being changed would. */
@@ -133,9 +135,18 @@ static inline bool zd_soft_mr_read(const struct zd_soft_mr_entry *e, uint32_t ke
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
 			continue;
+		*seq = s;
 		return k == key && key != 0;
 	}
 	return false;
+}
+
+static ZD_ALWAYS_INLINE bool zd_soft_mr_read(const struct zd_soft_mr_entry *e, uint32_t key,
+					     struct zd_soft_mr_view *v)
+{
+	uint32_t seq;
+
+	return zd_soft_mr_read_seq(e, key, v, &seq);
 }
 
 /* [addr, addr + len) inside the region, with every right of @need, in
