@@ -145,6 +145,21 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_send_entry(DAT_EP_HANDLE h, DAT_CO
 	return zd_ep_post_send_checked(h, n, iov, cookie, flags);
 }
 
+/* The fast test of an RDMA post (@ep from zd_obj_get, maybe NULL), for a
+ * device's instance (@device: one segment) or core's. */
+static ZD_ALWAYS_INLINE bool zd_rdma_fast_ok(const struct zd_ep *ep, bool device, DAT_COUNT n,
+					     const DAT_LMR_TRIPLET *iov,
+					     const DAT_RMR_TRIPLET *remote,
+					     DAT_COMPLETION_FLAGS flags, bool write)
+{
+	return ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(device, n)) &&
+	       ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
+					    zd_rdma_iov_max(ep, write ? ep->attr.max_rdma_write_iov
+								      : ep->attr.max_rdma_read_iov),
+					    flags) &&
+			 remote != NULL);
+}
+
 /* dat_ep_post_rdma_write (@write) or _read; @post as above. */
 static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_entry(DAT_EP_HANDLE h, DAT_COUNT n,
 							 DAT_LMR_TRIPLET *iov,
@@ -155,12 +170,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN zd_ep_post_rdma_entry(DAT_EP_HANDLE h, DAT_CO
 {
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
 
-	if (ZD_LIKELY(ep != NULL) && ZD_LIKELY(zd_request_fast_shape(post != NULL, n)) &&
-	    ZD_LIKELY(zd_request_fast_ok(ep, n, iov,
-					 zd_rdma_iov_max(ep, write ? ep->attr.max_rdma_write_iov
-								   : ep->attr.max_rdma_read_iov),
-					 flags) &&
-		      remote != NULL)) {
+	if (zd_rdma_fast_ok(ep, post != NULL, n, iov, remote, flags, write)) {
 		DAT_RETURN ret;
 
 		if (post)

@@ -877,12 +877,65 @@ DAT_RETURN zd_shm_post_rdma_write(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_T
 }
 
 /* dat_ep_post_rdma_write with the one-segment path above inlined
- * (zd_device_ops.dat_entries, core/zd_dto_entry.h). */
+ * (zd_device_ops.dat_entries, core/zd_dto_entry.h): what a miss of the
+ * translation cache, and anything else the hit path below leaves,
+ * takes. */
+static __attribute__((noinline)) DAT_RETURN
+dat_post_rdma_write_full(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+			 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+{
+	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
+}
+
+/* A hit's signalled completion (or unsignalled: req_complete decides). */
+static __attribute__((noinline)) DAT_RETURN rdma_write_done(struct zd_shm_qp *qp,
+							     DAT_DTO_COOKIE cookie, uint64_t len,
+							     DAT_COMPLETION_FLAGS flags)
+{
+	req_complete(qp, cookie, DAT_DTO_SUCCESS, len, DAT_DTO_RDMA_WRITE, flags);
+	return DAT_SUCCESS;
+}
+
+/*
+ * dat_ep_post_rdma_write, the message-rate path: the entry's checks, the
+ * QP's, a translation cache hit, a copy of at most 16 bytes, the EP's
+ * counters; then a suppressed post returns, a signalled one completes out
+ * of line.  Every other way out is a tail call, so this calls nothing and
+ * keeps no frame: what it does not do here (a miss, an error, a queued
+ * request, a longer copy) the full path does from the start, with the
+ * same checks (it finds the cache filled the second time).
+ */
 DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 				      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				      DAT_COMPLETION_FLAGS flags)
 {
-	return zd_ep_post_rdma_entry(h, n, iov, cookie, remote, flags, true, post_rdma_write);
+	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+	struct zd_shm_qp *qp;
+	uint64_t len;
+	void *p;
+
+	if (ZD_UNLIKELY(!zd_rdma_fast_ok(ep, true, n, iov, remote, flags, true)))
+		goto full;
+	qp = ep->dev_priv;
+	len = iov->segment_length;
+	/* acquire (sq_head): as in post_request. */
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
+			atomic_load_explicit(&qp->sq_head, memory_order_acquire) ||
+			atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote ||
+			len - 1 >= 16 || len > remote->segment_length ||
+			atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
+		goto full;
+	p = zd_soft_xlat_get(&qp->xlat, iov->lmr_context, iov->virtual_address,
+			     remote->rmr_context, remote->virtual_address, len, ZD_SOFT_XLAT_WRITE);
+	if (ZD_UNLIKELY(!p))
+		goto full;
+	zd_soft_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
+	zd_count_ep_post_bytes(&ep->cnt, ZD_POST_WRITE, len);
+	if (flags & DAT_COMPLETION_SUPPRESS_FLAG)
+		return DAT_SUCCESS;
+	return rdma_write_done(qp, cookie, len, flags);
+full:
+	return dat_post_rdma_write_full(h, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN zd_shm_post_rdma_read(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
