@@ -305,6 +305,30 @@ void zd_perf_post(struct zd_perf_conn *c, enum zd_perf_verb verb, uint32_t size,
 void zd_perf_post_write_at(struct zd_perf_conn *c, uint64_t local_off, uint64_t peer_off,
 			   uint32_t len, uint64_t cookie, bool signalled);
 void zd_perf_post_recv(struct zd_perf_conn *c, uint64_t cookie);
+
+/* An RDMA write's triplets, built once as perftest builds its work
+ * requests once: our send area's first @size bytes into the peer's recv
+ * area; each post of the bandwidth loop sets only the cookie and flags. */
+struct zd_perf_write_wr {
+	DAT_LMR_TRIPLET l;
+	DAT_RMR_TRIPLET r;
+	DAT_COMPLETION_FLAGS unsignalled;  /* SUPPRESS, or DEFAULT where not supported */
+};
+void zd_perf_write_wr_init(const struct zd_perf_conn *c, uint32_t size,
+			   struct zd_perf_write_wr *wr);
+
+static inline void zd_perf_post_write_wr(struct zd_perf_conn *c, struct zd_perf_write_wr *wr,
+					 uint64_t cookie, bool signalled)
+{
+	DAT_DTO_COOKIE ck = { .as_64 = cookie };
+	DAT_RETURN ret = dat_ep_post_rdma_write(c->ep, 1, &wr->l, ck, &wr->r,
+						signalled ? DAT_COMPLETION_DEFAULT_FLAG
+							  : wr->unsignalled);
+
+	if (__builtin_expect(ret != DAT_SUCCESS, 0))
+		zd_perf_dat_die(ret, "dat_ep_post_rdma_write");
+}
+
 /* Our send area's first @size bytes into the peer's recv area, with @imm. */
 void zd_perf_post_write_imm(struct zd_perf_conn *c, uint32_t size, uint64_t cookie,
 			    uint32_t imm);

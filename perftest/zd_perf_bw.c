@@ -68,7 +68,10 @@ static void bw_client(struct zd_perf_conn *c, struct bw_state *s, uint32_t size,
 	uint64_t credit_base = c->peer.rx_depth;
 	bool stop = false;
 	struct zd_perf_waiter w;
+	struct zd_perf_write_wr wr;
+	unsigned signal_in = cq;            /* posts until the next signalled one, it included */
 
+	zd_perf_write_wr_init(c, size, &wr);
 	zd_perf_waiter_init(&w, 0, "request completions");
 	while (!stop || done < posted) {
 		while (!stop && posted - done < o->tx_depth) {
@@ -87,8 +90,15 @@ static void bw_client(struct zd_perf_conn *c, struct bw_state *s, uint32_t size,
 				s->tp[posted] = now;
 			if (posted == 0)
 				t_first = now;
-			zd_perf_post(c, o->verb, size, posted + 1,
-				     (posted + 1) % cq == 0 || posted + 1 == n);
+			/* One in cq signalled (a countdown: no division per post). */
+			bool sig = --signal_in == 0 || posted + 1 == n;
+
+			if (signal_in == 0)
+				signal_in = cq;
+			if (o->verb == ZD_PERF_WRITE)
+				zd_perf_post_write_wr(c, &wr, posted + 1, sig);
+			else
+				zd_perf_post(c, o->verb, size, posted + 1, sig);
 			posted++;
 			s->sends_total++;
 			if (posted == n)

@@ -821,6 +821,20 @@ void zd_perf_post_write_at(struct zd_perf_conn *c, uint64_t local_off, uint64_t 
 		zd_perf_dat_die(ret, "dat_ep_post_rdma_write");
 }
 
+void zd_perf_write_wr_init(const struct zd_perf_conn *c, uint32_t size,
+			   struct zd_perf_write_wr *wr)
+{
+	*wr = (struct zd_perf_write_wr){
+		.l = { .lmr_context = c->lkey,
+		       .virtual_address = (DAT_VADDR)(uintptr_t)(c->buf + c->area_len),
+		       .segment_length = size },
+		.r = { .rmr_context = c->peer_rkey, .virtual_address = c->peer_addr,
+		       .segment_length = size },
+		.unsignalled = c->suppress_ok ? DAT_COMPLETION_SUPPRESS_FLAG
+					      : DAT_COMPLETION_DEFAULT_FLAG,
+	};
+}
+
 /* Every receive lands in the whole recv area: any size of this run fits. */
 void zd_perf_post_recv(struct zd_perf_conn *c, uint64_t cookie)
 {
