@@ -95,7 +95,9 @@ static uint64_t write_pingpong(struct zd_perf_conn *c, uint32_t size, uint64_t *
 	bool client = !c->is_server;
 	uint64_t i, reaped = 0;
 	struct zd_perf_waiter w;
+	struct zd_perf_write_wr wr;
 
+	zd_perf_write_wr_init(c, size, &wr);
 	for (i = 0;; i++) {
 		uint8_t tag = next_tag(seq), msg;
 
@@ -110,7 +112,7 @@ static uint64_t write_pingpong(struct zd_perf_conn *c, uint32_t size, uint64_t *
 		if (t)
 			t[i] = zd_perf_ticks();
 		*out = msg;
-		zd_perf_post(c, ZD_PERF_WRITE, size, i + 1, true);
+		zd_perf_post_write_wr(c, &wr, i + 1, true);
 		/* Its completion while the write travels (at once on shm), as
 		 * ib_write_lat polls its CQ right after the post. */
 		reap_req(c, &reaped);

@@ -888,11 +888,11 @@ dat_post_rdma_write_full(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT
 }
 
 /* A hit's signalled completion (or unsignalled: req_complete decides). */
-static __attribute__((noinline)) DAT_RETURN rdma_write_done(struct zd_shm_qp *qp,
+static __attribute__((noinline)) DAT_RETURN rdma_write_done(const struct zd_ep *ep,
 							     DAT_DTO_COOKIE cookie, uint64_t len,
 							     DAT_COMPLETION_FLAGS flags)
 {
-	req_complete(qp, cookie, DAT_DTO_SUCCESS, len, DAT_DTO_RDMA_WRITE, flags);
+	req_complete(ep->dev_priv, cookie, DAT_DTO_SUCCESS, len, DAT_DTO_RDMA_WRITE, flags);
 	return DAT_SUCCESS;
 }
 
@@ -933,7 +933,7 @@ DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIP
 	zd_count_ep_post_bytes(&ep->cnt, ZD_POST_WRITE, len);
 	if (flags & DAT_COMPLETION_SUPPRESS_FLAG)
 		return DAT_SUCCESS;
-	return rdma_write_done(qp, cookie, len, flags);
+	return rdma_write_done(ep, cookie, len, flags);
 full:
 	return dat_post_rdma_write_full(h, n, iov, cookie, remote, flags);
 }
