@@ -5,8 +5,10 @@
  * Cost of a post (no locks, no allocation):
  *  - local segments: one seqlocked MR-table entry read per segment;
  *  - RDMA write/read: one remote MR-table entry read, then memcpy (same
- *    process, or target in a pool chunk we mapped) or one
- *    process_vm_writev/readv syscall (any other memory);
+ *    process, or target in a pool chunk or adoption window we mapped) or
+ *    one process_vm_writev/readv syscall (any other memory); on the key
+ *    pair of the QP's last RDMA, two seq loads instead of both table reads
+ *    and the mapping lookup (the translation cache, zd_soft_xlat.h);
  *  - send: a few loads of the target QP's indices, one CAS on the receive
  *    slot, the copy as above (or a memcpy into the eager ring), a release
  *    store of the completion ring tail, and a fence plus one load of the
