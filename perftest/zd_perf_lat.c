@@ -85,8 +85,8 @@ static bool client_last(const struct zd_perf_opts *o, uint64_t i, uint64_t end_t
 	return o->duration_s ? zd_perf_ticks() >= end_tick : i + 1 == o->iters;
 }
 
-/* Returns the exchanges done; t[i] is when exchange i was posted, and for
- * the client t[n] when the last answer arrived. */
+/* Returns the exchanges done; t[i] is when exchange i had been posted, and
+ * for the client t[n] when the last answer arrived. */
 static uint64_t write_pingpong(struct zd_perf_conn *c, uint32_t size, uint64_t *t,
 			       uint64_t cap, uint8_t *seq, uint64_t end_tick)
 {
@@ -109,13 +109,15 @@ static uint64_t write_pingpong(struct zd_perf_conn *c, uint32_t size, uint64_t *
 		if (i >= cap)
 			zd_perf_die("the peer sent more messages than agreed (%" PRIu64 ")", cap);
 		wait_reaped(c, &reaped, i);     /* one write in flight at a time */
-		if (t)
-			t[i] = zd_perf_ticks();
 		*out = msg;
 		zd_perf_post_write_wr(c, &wr, i + 1, true);
 		/* Its completion while the write travels (at once on shm), as
-		 * ib_write_lat polls its CQ right after the post. */
+		 * ib_write_lat polls its CQ right after the post; the clock is
+		 * read then too, off the path from the peer's byte to ours
+		 * (consecutive stamps are still one round trip apart). */
 		reap_req(c, &reaped);
+		if (t)
+			t[i] = zd_perf_ticks();
 		if (client)
 			spin_tag(c, in, tag, &reaped, &w);
 		if (msg & TAG_LAST)
