@@ -704,17 +704,13 @@ static bool is_own_ext_completion(const struct zd_perf_conn *c, const DAT_EVENT 
 	return ext_data(ev)->type == want;
 }
 
-uint64_t zd_perf_poll_req(struct zd_perf_conn *c)
+/* A request completion taken from the request EVD: zd_perf_poll_req's
+ * answer for it. */
+static uint64_t req_event(struct zd_perf_conn *c, const DAT_EVENT *e)
 {
-	DAT_EVENT ev;
-	DAT_RETURN ret = dat_evd_dequeue(c->req_evd, &ev);
+	DAT_EVENT ev = *e;
 	uint64_t cookie;
 
-	if (ret != DAT_SUCCESS) {
-		if (DAT_GET_TYPE(ret) == DAT_QUEUE_EMPTY)
-			return 0;
-		zd_perf_dat_die(ret, "dat_evd_dequeue");
-	}
 	if ((ev.event_number != DAT_DTO_COMPLETION_EVENT ||
 	     ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) &&
 	    !is_own_ext_completion(c, &ev))
@@ -726,6 +722,35 @@ uint64_t zd_perf_poll_req(struct zd_perf_conn *c)
 	}
 	c->data_done = cookie;
 	return cookie;
+}
+
+uint64_t zd_perf_poll_req(struct zd_perf_conn *c)
+{
+	DAT_EVENT ev;
+	DAT_RETURN ret = dat_evd_dequeue(c->req_evd, &ev);
+
+	if (ret != DAT_SUCCESS) {
+		if (DAT_GET_TYPE(ret) == DAT_QUEUE_EMPTY)
+			return 0;
+		zd_perf_dat_die(ret, "dat_evd_dequeue");
+	}
+	return req_event(c, &ev);
+}
+
+/* zd_perf_poll_req asleep: up to @usec in dat_evd_wait on the request EVD
+ * (which also progresses devices whose progress is the consumer's). */
+static uint64_t wait_req(struct zd_perf_conn *c, DAT_TIMEOUT usec)
+{
+	DAT_EVENT ev;
+	DAT_COUNT nmore;
+	DAT_RETURN ret = dat_evd_wait(c->req_evd, usec, 1, &ev, &nmore);
+
+	if (ret != DAT_SUCCESS) {
+		if (DAT_GET_TYPE(ret) == DAT_TIMEOUT_EXPIRED)
+			return 0;
+		zd_perf_dat_die(ret, "dat_evd_wait");
+	}
+	return req_event(c, &ev);
 }
 
 uint64_t zd_perf_poll_recv(struct zd_perf_conn *c, uint32_t *len)
@@ -949,6 +974,11 @@ void zd_perf_post_count(struct zd_perf_conn *c, uint64_t count)
 	post_ctrl(c, &c->ctrl->out_count, offsetof(struct zd_perf_ctrl, in_count));
 }
 
+/* A passive side's wait for the peer's token: this many looks spinning,
+ * then a look every PASSIVE_WAIT_US asleep. */
+#define PASSIVE_SPINS   4096u
+#define PASSIVE_WAIT_US 200
+
 void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s)
 {
 	uint64_t token = ++c->sync_token;
@@ -964,10 +994,20 @@ void zd_perf_sync(struct zd_perf_conn *c, unsigned limit_s)
 	/* Acquire pairs with the peer's RDMA write landing: what it wrote
 	 * before its token is visible once the token is. Our own write's
 	 * completion is reaped later (before out_sync is reused): waiting for
-	 * it here would race the peer's disconnect after the last sync. */
-	while (__atomic_load_n(&c->ctrl->in_sync, __ATOMIC_ACQUIRE) < token) {
-		if (zd_perf_poll_req(c))
+	 * it here would race the peer's disconnect after the last sync.
+	 * A passive side (@limit_s: it waits out the peer's whole run) spins
+	 * only briefly, then sleeps in dat_evd_wait between looks, as
+	 * ucx_perftest's passive side blocks in its barrier: on a shared
+	 * host a spinner here takes a CPU from whatever runs beside the
+	 * measuring peer, and the peer loses it. */
+	for (unsigned spins = 0;
+	     __atomic_load_n(&c->ctrl->in_sync, __ATOMIC_ACQUIRE) < token; spins++) {
+		bool sleep = limit_s && spins >= PASSIVE_SPINS;
+
+		if (sleep ? wait_req(c, PASSIVE_WAIT_US) : zd_perf_poll_req(c))
 			zd_perf_die("a data completion arrived during a synchronisation");
+		if (sleep)
+			w.spins |= 0x3ff;  /* each sleep takes the waiter's slow look */
 		zd_perf_waiter_tick(c, &w);
 	}
 }
