@@ -227,6 +227,14 @@ static inline uint64_t zd_perf_usec_to_ticks(double us)
 	return (uint64_t)(us * zd_perf_ticks_per_usec);
 }
 
+/* Writes one byte of every page of [@p, +@len) so that a timed loop
+ * storing there takes no page fault. */
+static inline void zd_perf_prefault(void *p, size_t len)
+{
+	for (size_t off = 0; off < len; off += 4096)
+		((volatile char *)p)[off] = 0;
+}
+
 /* ---- common -------------------------------------------------------------- */
 int zd_perf_main(int argc, char **argv, enum zd_perf_verb verb,
 		 enum zd_perf_kind kind);

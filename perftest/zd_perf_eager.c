@@ -219,6 +219,7 @@ void zd_perf_run_eager(struct zd_perf_conn *c, struct zd_perf_json *j)
 		d = calloc(o->iters + 1, sizeof(*d));
 		if (!t || !d)
 			zd_perf_die("out of memory for %" PRIu64 " timestamps", o->iters + 1);
+		zd_perf_prefault(t, (o->iters + 1) * sizeof(*t));  /* no fault in the timed loop */
 	}
 	if (reports)
 		zd_perf_print_columns(o);

@@ -333,6 +333,7 @@ void zd_perf_run_lat(struct zd_perf_conn *c, struct zd_perf_json *j)
 		d = calloc(cap, sizeof(*d));
 		if (!t || !d)
 			zd_perf_die("out of memory for %" PRIu64 " timestamps", cap);
+		zd_perf_prefault(t, cap * sizeof(*t));  /* no fault in the timed loop */
 	}
 	if (reports)
 		zd_perf_print_columns(o);
