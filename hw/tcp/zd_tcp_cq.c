@@ -95,6 +95,15 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 	/* A hint for the progress thread (racing pollers may lose a count). */
 	atomic_store_explicit(&cq->polls, atomic_load_explicit(&cq->polls, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
+	if (zd_ring_ready(cq->soft.local, 1)) {
+		/* Completions first: one is waiting already (a poll of the
+		 * QP's other CQ read its frame, a post completed a send, the
+		 * IA's thread served the QP), so it goes out without a system
+		 * call; the sockets are read by the next poll that finds the
+		 * ring empty. */
+		atomic_store_explicit(&cq->idle_polls, 0, memory_order_relaxed);
+		return zd_soft_cq_drain(&cq->soft, budget);
+	}
 	if (atomic_load_explicit(&cq->qps, memory_order_relaxed)) {
 		rcu_read_lock();
 		l = rcu_dereference(cq->qps);

@@ -480,7 +480,13 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 			return;
 	}
 	/* Staged frames are all taken before returning (arm only watches the
-	 * socket); the batch bounds the system calls. */
+	 * socket); the batch bounds the system calls.  A read that brought
+	 * less than it asked for emptied the socket: reading again would cost
+	 * a system call (EAGAIN, at the end of every message's critical path)
+	 * for bytes that arrive later, and a later poll or the armed socket
+	 * finds those. */
+	bool drained = false;
+
 	for (int frames = 0;;) {
 		uint32_t avail = qp->rx_end - qp->rx_off;
 		ssize_t n;
@@ -492,11 +498,12 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 				uint32_t k = ZD_MIN(avail, (uint32_t)sizeof(qp->rx_hdr) - qp->rx_hgot);
 
 				if (k == 0) {
-					if (frames >= ZD_TCP_RX_BATCH)
+					if (frames >= ZD_TCP_RX_BATCH || drained)
 						return;
 					n = rx_fill(qp);
 					if (n <= 0)
 						goto io;
+					drained = n < ZD_TCP_RX_STAGE;
 					continue;
 				}
 				memcpy((char *)&qp->rx_hdr + qp->rx_hgot, qp->rx_buf + qp->rx_off, k);
@@ -519,12 +526,13 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 		}
 		if (avail) {
 			rx_copy(qp, (uint32_t)ZD_MIN((uint64_t)avail, qp->rx_left));
-		} else if (frames >= ZD_TCP_RX_BATCH) {
+		} else if (frames >= ZD_TCP_RX_BATCH || drained) {
 			return;
 		} else if (qp->rx_left < ZD_TCP_RX_DIRECT) {
 			n = rx_fill(qp);
 			if (n <= 0)
 				goto io;
+			drained = n < ZD_TCP_RX_STAGE;
 			continue;
 		} else {
 			/* Large: straight into the destination, no copy. */
@@ -533,6 +541,7 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 			if (n <= 0)
 				goto io;
 			rx_moved(qp);
+			drained = (uint64_t)n < qp->rx_left;
 			rx_advance(qp, (size_t)n);
 		}
 		if (qp->rx_left == 0) {
