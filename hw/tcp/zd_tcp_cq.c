@@ -261,6 +261,28 @@ static void serve(struct zd_tcp_ia *tia, struct zd_tcp_qp *qp, uint64_t now)
 	}
 }
 
+/* epoll_pwait2 (Linux 5.11) sleeps for nanoseconds; where it is missing
+ * (an older kernel, or valgrind 3.19, which does not know the call and
+ * fails it: the thread would exit and nothing would serve the QPs),
+ * epoll_wait with the timeout rounded up to a millisecond. */
+static int waker_wait(int epfd, struct epoll_event *ev, int max, const struct timespec *ts)
+{
+	static _Atomic bool no_pwait2;   /* relaxed: a hint; each thread retries once */
+	int n;
+
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		n = epoll_pwait2(epfd, ev, max, ts, NULL);
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+	}
+	return epoll_wait(epfd, ev, max,
+			  ts ? (int)ZD_MIN((uint64_t)ts->tv_sec * 1000u +
+						   ((uint64_t)ts->tv_nsec + 999999u) / 1000000u,
+					   (uint64_t)INT32_MAX)
+			     : -1);
+}
+
 static void *waker_main(void *arg)
 {
 	struct zd_tcp_ia *tia = arg;
@@ -282,7 +304,7 @@ static void *waker_main(void *arg)
 			ts.tv_nsec = (long)(d % 1000000000ull);
 			tsp = &ts;
 		}
-		n = epoll_pwait2(tia->epfd, ev, 32, tsp, NULL);
+		n = waker_wait(tia->epfd, ev, 32, tsp);
 		if (n < 0) {
 			if (errno != EINTR)
 				break;
