@@ -70,10 +70,13 @@ void zd_tcp_cq_complete(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE c
 {
 	DAT_SEG_LENGTH n = st == DAT_DTO_SUCCESS ? (DAT_SEG_LENGTH)len : 0;
 
+	/* Straight into the EVD ring when nothing waits in the local one
+	 * (zd_evd_cq.h has the order argument): the consumer's dequeue finds
+	 * it there, with no cq_poll hop. */
 	if (ZD_UNLIKELY(zd_dto_is_ext(op)))
 		zd_evd_cq_post_ext(cq->soft.local, cq->soft.evd, ep, cookie, st, n, op, 0);
 	else
-		zd_soft_cq_complete(&cq->soft, ep, cookie, st, n, op);
+		zd_evd_cq_post_direct(cq->soft.local, cq->soft.evd, ep, cookie, st, n, op);
 }
 
 void zd_tcp_cq_complete_imm(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOKIE cookie,
