@@ -155,6 +155,7 @@
 #include "evd/zd_dto_event.h"
 #include "evd/zd_ring.h"
 #include "hw/soft/zd_soft_cq.h"
+#include "hw/tcp/zd_tcp_keymemo.h"
 #include "hw/tcp/zd_tcp_wire.h"
 
 #define ZD_TCP_MAX_SEGS      16
@@ -189,6 +190,7 @@ struct zd_tcp_ia {
 	bool waker_running;
 	bool auto_progress;               /* progress=thread (default) */
 	uint32_t nparked;                 /* QPs the thread rechecks each tick */
+	_Atomic uint64_t lmr_gen;         /* moves on every LMR free (zd_tcp_keymemo.h) */
 };
 
 struct zd_tcp_cq {
@@ -217,6 +219,7 @@ struct zd_tcp_srq {
 	uint32_t depth;                   /* power of two */
 	_Atomic uint64_t posted;          /* poster */
 	_Atomic uint64_t head;            /* CAS by the QPs taking buffers */
+	struct zd_tcp_keymemo memo;       /* poster's */
 };
 
 /* A request in the send queue. */
@@ -306,6 +309,10 @@ struct zd_tcp_qp {
 	uint16_t lis_port;                /* network order */
 	uint32_t peer_addr;
 	uint16_t peer_port;
+
+	/* key checks' memos: the send queue's poster, the receive queue's,
+	 * the holder's (the peer's RDMA frames) */
+	struct zd_tcp_keymemo sq_memo, rq_memo, rx_memo;
 
 	/* receive queue: poster fills, progress holder consumes */
 	struct zd_tcp_recv *rq;
@@ -488,6 +495,9 @@ bool zd_tcp_debug_on(void);
 __attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why,
 					 const char *file, int line);
 #define ZD_TCP_QP_WHY(qp, why) zd_tcp_qp_why((qp), (why), __FILE__, __LINE__)
+
+/* ---- zd_tcp_dev.c ---- */
+zd_device_mr_deregister_fn zd_tcp_mr_deregister;
 
 /* ---- zd_tcp_post.c ---- */
 zd_device_post_send_fn zd_tcp_post_send;

@@ -14,6 +14,8 @@
 
 #include "core/zd_device.h"
 #include "core/zd_ia.h"
+#include "core/zd_keys.h"
+#include "core/zd_mem_objs.h"
 #include "core/zd_netaddr.h"
 #include "hw/tcp/zd_tcp.h"
 #include "hw/tcp/zd_tcp_ud.h"
@@ -69,6 +71,7 @@ static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	tia->ia = ia;
 	tia->auto_progress = auto_progress;
+	atomic_init(&tia->lmr_gen, 1);   /* a memo of generation 0 is empty */
 	pthread_mutex_init(&tia->lock, NULL);
 	tia->epfd = epoll_create1(EPOLL_CLOEXEC);
 	tia->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -100,6 +103,21 @@ static void tcp_ia_close(struct zd_ia *ia)
 	ia->dev_priv = NULL;
 }
 
+/* An LMR goes: its keys leave the table now (core's removal after us then
+ * finds nothing), and then the IA's LMR generation moves, so that no key
+ * memo (zd_tcp_keymemo.h) holds it any more: a lookup that read the new
+ * generation cannot find the key (removed before), and one that read the
+ * old generation memoises it as stale. */
+void zd_tcp_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
+{
+	struct zd_tcp_ia *tia = ia->dev_priv;
+
+	zd_keys_remove(ia, lmr->lkey, lmr->rkey);
+	/* release: pairs with zd_tcp_keymemo_gen's acquire load: a check that
+	 * reads the new generation finds the keys removed. */
+	atomic_fetch_add_explicit(&tia->lmr_gen, 1, memory_order_release);
+}
+
 static const struct zd_device_ops zd_tcp_ops = {
 	.name = "tcp",
 	.adapter_name = "zdapl-tcp",
@@ -116,6 +134,7 @@ static const struct zd_device_ops zd_tcp_ops = {
 	.qp_flush = zd_tcp_qp_flush,
 	.qp_reset = zd_tcp_qp_reset,
 	.qp_destroy = zd_tcp_qp_destroy,
+	.mr_deregister = zd_tcp_mr_deregister,
 	.ud_ah_create = zd_tcp_ud_ah_create,
 	.ud_ah_destroy = zd_tcp_ud_ah_destroy,
 	.post_send_ud = zd_tcp_post_send_ud,

@@ -22,10 +22,11 @@
  * needs LOCAL_WRITE. */
 #define ZD_TCP_LOCAL_READ 0u
 
-static inline bool local_segs(struct zd_ia *ia, const struct zd_pz *pz, DAT_COUNT n,
-			      const DAT_LMR_TRIPLET *iov, uint32_t need,
-			      struct zd_tcp_seg *out, uint64_t *total)
+static inline bool local_segs(struct zd_ia *ia, struct zd_tcp_keymemo *memo,
+			      const struct zd_pz *pz, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+			      uint32_t need, struct zd_tcp_seg *out, uint64_t *total)
 {
+	const uint64_t gen = zd_tcp_keymemo_gen(&((struct zd_tcp_ia *)ia->dev_priv)->lmr_gen);
 	uint64_t sum = 0;
 
 	for (DAT_COUNT i = 0; i < n; i++) {
@@ -36,8 +37,8 @@ static inline bool local_segs(struct zd_ia *ia, const struct zd_pz *pz, DAT_COUN
 		if (len == 0)
 			continue;
 		/* core keys: an LMR's lkey is its rkey */
-		if (ZD_UNLIKELY(!zd_keys_lmr_covers(ia, iov[i].lmr_context, ZD_KEY_REMOTE, pz,
-						    need, iov[i].virtual_address, len, NULL)))
+		if (ZD_UNLIKELY(!zd_tcp_keymemo_covers(memo, gen, ia, iov[i].lmr_context, pz, need,
+						       iov[i].virtual_address, len)))
 			return false;
 		sum += len;
 	}
@@ -79,7 +80,7 @@ static inline DAT_RETURN post_request(struct zd_ep *ep, DAT_DTOS op, DAT_COUNT n
 	wr->done = 0;
 	/* An atomic's old value is written into its local segment, as a
 	 * read's data is. */
-	if (!local_segs(ia, ep->pz, n, iov,
+	if (!local_segs(ia, &qp->sq_memo, ep->pz, n, iov,
 			op == DAT_DTO_RDMA_READ || atomic ? DAT_MEM_PRIV_LOCAL_WRITE_FLAG
 							  : ZD_TCP_LOCAL_READ,
 			wr->seg, &total)) {
@@ -162,7 +163,8 @@ DAT_RETURN zd_tcp_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 	if (ZD_UNLIKELY(tail - atomic_load_explicit(&qp->rq_head, memory_order_acquire) >=
 			qp->rq_depth))
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-	if (ZD_UNLIKELY(!local_segs(ep->obj.ia, ep->pz, n, iov, DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+	if (ZD_UNLIKELY(!local_segs(ep->obj.ia, &qp->rq_memo, ep->pz, n, iov,
+				    DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
 				    qp->rq[tail & (qp->rq_depth - 1)].seg, &total))) {
 		/* As the shm device: the receive completes in error and the
 		 * QP goes to error. */
@@ -245,7 +247,8 @@ DAT_RETURN zd_tcp_srq_post_recv(struct zd_srq *srq, DAT_COUNT n, const DAT_LMR_T
 			ZD_MIN((uint64_t)srq->max_recv_dtos, s->depth)))
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
 	/* No EP owns the buffer yet, so a bad segment is refused here. */
-	if (ZD_UNLIKELY(!local_segs(srq->obj.ia, srq->pz, n, iov, DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+	if (ZD_UNLIKELY(!local_segs(srq->obj.ia, &s->memo, srq->pz, n, iov,
+				    DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
 				    r->seg, &total)))
 		return DAT_ERROR(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
 	r->cookie = cookie;

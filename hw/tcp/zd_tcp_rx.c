@@ -52,6 +52,15 @@ static void rx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t
 	qp->rx_in_payload = qp->rx_left != 0;
 }
 
+/* The peer's key names a live LMR of ours in the QP's PZ granting @need
+ * over [addr, addr+len) (the holder's memo answers a repeated key). */
+static bool rx_key_covers(struct zd_tcp_qp *qp, uint32_t rkey, uint32_t need, uint64_t raddr,
+			  uint64_t len)
+{
+	return zd_tcp_keymemo_covers(&qp->rx_memo, zd_tcp_keymemo_gen(&qp->tia->lmr_gen),
+				     qp->ep->obj.ia, rkey, qp->ep->pz, need, raddr, len);
+}
+
 /* Position in the send queue of request @seq if sent and not completed. */
 static bool sq_pos(struct zd_tcp_qp *qp, uint32_t seq, uint64_t *pos)
 {
@@ -208,7 +217,6 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 	uint32_t seq = le32toh(h->seq), len = le32toh(h->len);
 	uint32_t rkey = le32toh(h->rkey), rlen = le32toh(h->rlen);
 	uint64_t raddr = le64toh(h->raddr), pos;
-	struct zd_ia *ia = qp->ep->obj.ia;
 	struct zd_tcp_wr *wr;
 	const char *why = "bad frame";
 
@@ -261,8 +269,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		qp->rx_expect++;
 		/* Zero bytes touch no memory: no rkey check, as on InfiniBand
 		 * (MPI signals with zero-byte writes with immediate, rkey 0). */
-		if (len && !zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-					       DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len, NULL)) {
+		if (len && !rx_key_covers(qp, rkey, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len)) {
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}
@@ -277,8 +284,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		/* An RDMA_WRITE's checks; then, before any byte is placed, the
 		 * receive it consumes: the next posted one, or an eager slot
 		 * behind the early sends (none free: stall, as a send). */
-		if (len && !zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-					       DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len, NULL)) {
+		if (len && !rx_key_covers(qp, rkey, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len)) {
 			qp->rx_expect++;
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
@@ -309,9 +315,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 			return RX_STALL;  /* answers pile up: stop reading */
 		qp->rx_expect++;
 		/* zd_tcp_frame_check: aligned, and the operands' length */
-		if (!zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-					DAT_IB_MEM_PRIV_REMOTE_ATOMIC, raddr, ZD_TCP_ATOMIC_WORD,
-					NULL)) {
+		if (!rx_key_covers(qp, rkey, DAT_IB_MEM_PRIV_REMOTE_ATOMIC, raddr,
+				   ZD_TCP_ATOMIC_WORD)) {
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}
@@ -327,8 +332,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		if (qp->resp_tail - qp->resp_head >= ZD_TCP_RESP_DEPTH)
 			return RX_STALL;  /* answers pile up: stop reading */
 		qp->rx_expect++;
-		if (rlen && !zd_keys_lmr_covers(ia, rkey, ZD_KEY_REMOTE, qp->ep->pz,
-						DAT_MEM_PRIV_REMOTE_READ_FLAG, raddr, rlen, NULL)) {
+		if (rlen && !rx_key_covers(qp, rkey, DAT_MEM_PRIV_REMOTE_READ_FLAG, raddr, rlen)) {
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
 			return RX_BROKEN;
 		}

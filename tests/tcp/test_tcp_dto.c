@@ -201,6 +201,100 @@ Test(tcp, local_protection, .timeout = 30)
 	peer_close(&p);
 }
 
+/* ---- a freed LMR's key is refused, however recently it was used ----
+ * The device memoises the last key each queue's poster and each QP's
+ * receiver checked (zd_tcp_keymemo.h); dat_lmr_free must end every memo:
+ * after it, a send and a receive naming the key complete
+ * LOCAL_PROTECTION and the peer's RDMA write into it REMOTE_ACCESS, with
+ * the memory untouched.  The server's EP B posts, its EP A takes the
+ * client's writes. */
+
+#define FREED_OFF 8192    /* the second LMR: [FREED_OFF, +FREED_LEN) of buf */
+#define FREED_LEN 4096
+
+static int c_freed_lmr(int fd, void *arg)
+{
+	struct peer p;
+	DAT_EP_HANDLE b;
+	DAT_RMR_TRIPLET r;
+	DAT_LMR_TRIPLET iov;
+
+	/* p.ep is connected first: the server's A, then b its B */
+	client_open(&p, &tcp, 0, fd, &b);
+	r = recv_region(fd);
+	r.segment_length = 64;
+	r.virtual_address += 1024;
+	iov = seg(&p, 4096, 64);
+	post_recv(b, 1, &iov, 7);
+	fill(p.buf, 64, 1);
+	send_wait(&p, b, 0, 64, 11);
+	CHK(dto_wait(p.rcv, 10 * SEC, 7, NULL) == DAT_DTO_SUCCESS);
+	CHK(p.buf[4096] == 9);                   /* the server's send */
+	fill(p.buf + 128, 64, 2);
+	iov = seg(&p, 128, 64);
+	post_write(p.ep, 1, &iov, 12, &r);
+	CHK(dto_wait(p.req, 10 * SEC, 12, NULL) == DAT_DTO_SUCCESS);
+	msg_send(fd, 1);
+	CHK(msg_recv(fd, 10000) == 2);           /* freed */
+	fill(p.buf + 256, 64, 3);
+	iov = seg(&p, 256, 64);
+	post_write(p.ep, 1, &iov, 13, &r);
+	CHK(dto_wait(p.req, 20 * SEC, 13, NULL) == DAT_DTO_ERR_REMOTE_ACCESS);
+	msg_send(fd, 3);
+	return client_done(&p);
+}
+
+Test(tcp, freed_lmr_key_refused_after_use, .timeout = 60)
+{
+	struct peer p;
+	DAT_EP_HANDLE b;
+	DAT_LMR_HANDLE lmr;
+	DAT_LMR_CONTEXT k;
+	DAT_RMR_CONTEXT rk;
+	DAT_VLEN rlen;
+	DAT_VADDR raddr;
+	DAT_REGION_DESCRIPTION rd = { .for_va = NULL };
+	DAT_LMR_TRIPLET iov = { 0 };
+	uint8_t want[64];
+
+	server_start(&p, &tcp, 0, c_freed_lmr, NULL);
+	peer_ep(&p, &b, 0);
+	rd.for_va = p.buf + FREED_OFF;
+	CHK_RET(dat_lmr_create(p.n.ia, DAT_MEM_TYPE_VIRTUAL, rd, FREED_LEN, p.n.pz,
+			       DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &k, &rk, &rlen, &raddr),
+		DAT_SUCCESS);
+	iov.lmr_context = k;
+	iov.virtual_address = (DAT_VADDR)(uintptr_t)(p.buf + FREED_OFF);
+	iov.segment_length = 64;
+	post_recv(b, 1, &iov, 1);
+	server_up(&p);
+	server_accept(&p, b);
+	msg_send(p.fd, rk);
+	msg_send(p.fd, (uint32_t)(uintptr_t)(p.buf + FREED_OFF));
+	msg_send(p.fd, (uint32_t)((uint64_t)(uintptr_t)(p.buf + FREED_OFF) >> 32));
+	/* each memo learns the key: B's receive, B's send, A's write */
+	CHK(dto_wait(p.rcv, 10 * SEC, 1, NULL) == DAT_DTO_SUCCESS);
+	fill(want, 64, 1);
+	CHK(memcmp(p.buf + FREED_OFF, want, 64) == 0);
+	memset(p.buf + FREED_OFF, 9, 64);
+	post_send(b, 1, &iov, 21);
+	CHK(dto_wait(p.req, 10 * SEC, 21, NULL) == DAT_DTO_SUCCESS);
+	CHK(msg_recv(p.fd, 10000) == 1);
+	fill(want, 64, 2);
+	CHK(memcmp(p.buf + FREED_OFF + 1024, want, 64) == 0);
+	CHK_RET(dat_lmr_free(lmr), DAT_SUCCESS);
+	msg_send(p.fd, 2);
+	/* B: the send and the receive naming the freed key */
+	post_send(b, 1, &iov, 22);
+	CHK(dto_wait(p.req, 10 * SEC, 22, NULL) == DAT_DTO_ERR_LOCAL_PROTECTION);
+	post_recv(b, 1, &iov, 3);
+	CHK(dto_wait(p.rcv, 10 * SEC, 3, NULL) == DAT_DTO_ERR_LOCAL_PROTECTION);
+	/* A: the client's second write was refused and left the first */
+	CHK(msg_recv(p.fd, 20000) == 3);
+	CHK(memcmp(p.buf + FREED_OFF + 1024, want, 64) == 0);
+	server_done(&p);
+}
+
 /* ---- the peer is killed: no hang, receives flush ---- */
 
 Test(tcp, peer_killed, .timeout = 60)
