@@ -58,8 +58,10 @@
  * destination (readv: the kernel's copy is the only one).  Staged frames are
  * all taken before a progress returns (an armed socket must mean unread
  * data), unless the QP stalls for a receive or breaks.  A send costs one
- * sendmsg (header and payload in one iovec) at the initiator and one recv
- * at the target: sends are not ACKed (the initiator completed them when
+ * send at the initiator (a frame of ZD_TCP_TX_FLAT bytes or less is
+ * copied whole into one buffer: a plain send is cheaper for the kernel
+ * than a sendmsg of two iovecs; larger ones go out with sendmsg, header
+ * and payload in one iovec) and one recv at the target: sends are not ACKed (the initiator completed them when
  * the kernel took them; an ACK of a later RDMA write covers them).
  * Measured on loopback and left out (2026-11-22, perftest and a raw socket
  * test): SO_BUSY_POLL (loopback has no device queue to poll: no gain) and
@@ -168,6 +170,7 @@
 #define ZD_TCP_RX_STAGE      16384  /* receive staging buffer: one recv, many frames */
 #define ZD_TCP_RX_DIRECT     8192   /* a payload rest this large is read in place */
 #define ZD_TCP_IDLE_YIELD    16     /* cq_poll: sched_yield after this many idle polls */
+#define ZD_TCP_TX_FLAT       256    /* a frame this small goes out as one buffer (send) */
 
 struct zd_tcp_seg {
 	uint64_t addr;
@@ -330,7 +333,10 @@ struct zd_tcp_qp {
 	uint64_t sq_base;                 /* position of this connection's seq 0 */
 
 	/* transmit state (holder) */
-	struct zd_tcp_hdr tx_hdr;
+	struct {                          /* the header; a small frame whole */
+		struct zd_tcp_hdr hdr;
+		uint8_t payload[ZD_TCP_TX_FLAT - sizeof(struct zd_tcp_hdr)];
+	} __attribute__((packed)) tx_frame;
 	struct iovec tx_iov[ZD_TCP_MAX_SEGS + 1];
 	uint32_t tx_niov;
 	uint64_t tx_left;                 /* bytes of the current frame still to go */
