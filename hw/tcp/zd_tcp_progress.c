@@ -62,19 +62,32 @@ void zd_tcp_qp_work(struct zd_tcp_qp *qp, uint32_t want)
 
 void zd_tcp_qp_progress(struct zd_tcp_qp *qp, uint32_t bits)
 {
-	/* seq_cst RMWs and store/load (Dekker on want vs busy): either we get
-	 * the flag, or its holder's final load of want sees our bits. */
-	if (bits)
-		atomic_fetch_or(&qp->want, bits);
-	for (;;) {
-		uint32_t w;
+	uint32_t w = bits;
 
-		if (atomic_exchange(&qp->busy, 1))
+	/* seq_cst RMWs and store/load (Dekker on want vs busy): either we
+	 * get the flag, or the holder's load of want after it lets go sees
+	 * our bits.  A free flag (the usual case) costs two locked
+	 * instructions: its exchange and the store that lets go. */
+	while (atomic_exchange(&qp->busy, 1)) {
+		/* Held: leave our bits to the holder, then try the flag once
+		 * more (it may have let go before they were there to see).
+		 * A failed try after our bits are in means its holder lets go
+		 * after them, and sees them. */
+		if (w == 0)
 			return;
-		while ((w = atomic_exchange(&qp->want, 0)) != 0)
+		atomic_fetch_or(&qp->want, w);
+		w = 0;
+	}
+	for (;;) {
+		/* relaxed: bits set after this load are seen by the seq_cst
+		 * load after we let go. */
+		if (atomic_load_explicit(&qp->want, memory_order_relaxed))
+			w |= atomic_exchange(&qp->want, 0);
+		if (w)
 			zd_tcp_qp_work(qp, w);
 		atomic_store(&qp->busy, 0);
-		if (!atomic_load(&qp->want))
+		if (!atomic_load(&qp->want) || atomic_exchange(&qp->busy, 1))
 			return;
+		w = 0;
 	}
 }
