@@ -119,11 +119,12 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 		}
 		zd_rcu_read_unlock();
 	}
-	if (ZD_UNLIKELY(!moves && !zd_ring_ready(cq->soft.local, 1)) && !evd->poller) {
-		/* Idle (nothing read from this CQ's QPs, no completion in
-		 * the local ring; completions mostly skip that ring now, so
-		 * its emptiness alone does not say the poll found nothing):
-		 * drive the other EPs of the IA too (a peer may wait
+	if (ZD_UNLIKELY(!zd_ring_ready(cq->soft.local, 1) && !zd_ring_ready(evd->ring, 1)) &&
+	    !evd->poller) {
+		/* Idle: no completion came, in the local ring or straight
+		 * into the EVD's (dequeue polls only when the EVD ring is
+		 * empty; this thread is its consumer).  Drive the other EPs
+		 * of the IA too (a peer may wait
 		 * for one this thread does not poll, as with dapltest's
 		 * per-EP EVDs).  A try-lock: never waits on the control path.
 		 * Not under pinned pollers: every CQ has a poller then, which
