@@ -7,16 +7,20 @@
  * zd_tcp_progress.c (the progress flag and its work loop), zd_tcp_tx.c
  * (frames out, request completions), zd_tcp_rx.c (frames in: checks,
  * dispatch, placement), zd_tcp_flush.c (disconnect, flush, breaking),
- * zd_tcp_ud.c (unreliable datagrams: zd_tcp_ud.h).
+ * zd_tcp_ud.c (unreliable datagrams: zd_tcp_ud.h), zd_tcp_keymemo.h (the
+ * key checks' memo).
  *
  * Model: one non-blocking TCP socket per connected QP, driven by whoever
  * progresses the QP (the consumer's polls, or the IA's thread: below):
  *  - a post validates the local segments (lkey, bounds, PZ, LOCAL_WRITE
- *    where written), appends a request to the QP's preallocated send queue
- *    (no lock, no allocation) and transmits what the socket takes (sendmsg
- *    with an iovec: header + segments);
- *    the rest goes out on the next progress;
+ *    where written; the poster's key memo, zd_tcp_keymemo.h, answers a
+ *    key it checked before), appends a request to the QP's preallocated
+ *    send queue (no lock, no allocation) and transmits what the socket
+ *    takes (one send of a small frame, else sendmsg with an iovec: header
+ *    + segments); the rest goes out on the next progress;
  *  - cq_poll (dat_evd_dequeue / dat_evd_wait on the recv or request EVD)
+ *    returns the completions already waiting in its local ring without
+ *    touching a socket; finding none, it
  *    progresses every QP feeding that EVD: transmits queued frames, reads
  *    incoming ones, lands RDMA writes straight into registered memory after
  *    the checks, answers RDMA reads, places sends into posted receives (or
@@ -57,12 +61,16 @@
  * payload rest of ZD_TCP_RX_DIRECT bytes or more is read straight into its
  * destination (readv: the kernel's copy is the only one).  Staged frames are
  * all taken before a progress returns (an armed socket must mean unread
- * data), unless the QP stalls for a receive or breaks.  A send costs one
- * send at the initiator (a frame of ZD_TCP_TX_FLAT bytes or less is
- * copied whole into one buffer: a plain send is cheaper for the kernel
- * than a sendmsg of two iovecs; larger ones go out with sendmsg, header
- * and payload in one iovec) and one recv at the target: sends are not ACKed (the initiator completed them when
- * the kernel took them; an ACK of a later RDMA write covers them).
+ * data), unless the QP stalls for a receive or breaks; a read that brought
+ * less than it asked for emptied the socket, so the progress does not read
+ * again (that recv would fail with EAGAIN at the end of every message).
+ * A send costs one send at the initiator (a frame of ZD_TCP_TX_FLAT bytes
+ * or less is copied whole into one buffer: a plain send is cheaper for
+ * the kernel than a sendmsg of two iovecs; larger ones go out with
+ * sendmsg, header and payload in one iovec) and one recv at the target,
+ * as the raw socket ping-pong of zd_floor does: sends are not ACKed (the
+ * initiator completed them when the kernel took them; an ACK of a later
+ * RDMA write covers them).
  * Measured on loopback and left out (2026-11-22, perftest and a raw socket
  * test): SO_BUSY_POLL (loopback has no device queue to poll: no gain) and
  * MSG_ZEROCOPY for large sends (loopback delivery copies anyway, and every
@@ -125,9 +133,11 @@
  *
  * Concurrency: all per-QP protocol state is owned by whoever holds the
  * QP's progress flag (a try-lock, never waited on): a thread that wants
- * work done sets bits in qp->want and tries the flag; the holder loops
- * until want stays empty, so a request is never lost.  Completions go to
- * the CQ's MPSC ring (any thread) and are moved into the EVD by cq_poll.
+ * work done tries the flag, and finding it held sets its bits in qp->want
+ * and tries once more; the holder loops until want stays empty, so a
+ * request is never lost.  Completions go straight into the EVD ring when
+ * the CQ's local MPSC ring is drained (zd_evd_cq_post_direct, any
+ * thread), else into that ring, which cq_poll moves into the EVD.
  * The poster side of the send queue and of the receive queue is one thread
  * at a time (the consumer's, as with nonthreadsafe DAT).
  *

@@ -3,7 +3,8 @@
  * local segments, resolved to addresses) and are transmitted at once as far
  * as the socket takes them; receives go into the receive queue or the SRQ.
  * No locks, no allocation: the queues are preallocated at create time, and
- * the per-segment key check is a lock-free key table lookup.
+ * the per-segment key check is a lock-free key table lookup, or the
+ * poster's memo of the last key it checked (zd_tcp_keymemo.h).
  */
 #include <endian.h>
 #include <stdlib.h>

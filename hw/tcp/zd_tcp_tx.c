@@ -1,8 +1,9 @@
 /*
  * The send side of a tcp QP (holder only): the next frame is built (HELLO,
  * ACK, read or atomic response, or the next request of the send queue) and
- * written with one sendmsg (header and segments in one iovec), the rest on
- * the next progress; a refused request is NAKed; requests complete in post
+ * written with one send (a small frame, copied whole into one buffer) or
+ * one sendmsg (header and segments in one iovec), the rest on the next
+ * progress; a refused request is NAKed; requests complete in post
  * order once done (a send when the kernel has it, an RDMA write, with
  * immediate data or not, when ACKed, an RDMA read or an atomic when its
  * response landed).
