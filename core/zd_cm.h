@@ -47,7 +47,7 @@ struct zd_evd;
 #define ZD_CM_BACKLOG             4096                     /* pending CRs per PSP */
 #define ZD_CM_MAX_LISTENERS       4096                     /* per process */
 #define ZD_CM_QUERY_MS            250    /* a port's holder answers QUERY (zd_cm_listen) */
-#define ZD_CM_MRA_NS              (1000ull * 1000 * 1000)  /* REQ sent, MRA due (zd_cm_wire.h) */
+#define ZD_CM_MRA_NS              (3000ull * 1000 * 1000)  /* REQ sent, MRA due (zd_cm_wire.h); generous: a requester that gives up on a slow but live CM leaves it a CR nobody will complete */
 
 /* Failure detection on every connected TCP socket of zdapl (the CM's, and
  * the tcp device's data sockets): a peer that vanishes without a FIN or
