@@ -424,14 +424,14 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_
 			     qual, strerror(-fd));
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
-	/* The lock was dropped while asking other processes. */
-	if (nlisteners == ZD_ARRAY_SIZE(listeners) || local_serves(addr, qual) ||
-	    !(l = calloc(1, sizeof(*l)))) {
-		bool dup = nlisteners < ZD_ARRAY_SIZE(listeners) && local_serves(addr, qual);
-
+	/* The lock was dropped while asking other processes: look again. */
+	if (local_serves(addr, qual)) {
 		close(fd);
-		return dup ? DAT_CONN_QUAL_IN_USE
-			   : DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+		return DAT_CONN_QUAL_IN_USE;
+	}
+	if (nlisteners == ZD_ARRAY_SIZE(listeners) || !(l = calloc(1, sizeof(*l)))) {
+		close(fd);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
 	l->sock.kind = ZD_CM_SOCK_LISTENER;
 	l->sock.fd = fd;
