@@ -940,9 +940,16 @@ static void conn_readable(struct zd_cm_conn *c)
 		ssize_t n;
 
 		if (st == ZD_CM_FRAME_OK) {
+			/* One frame per readiness: epoll (level-triggered)
+			 * reports a socket with more again, after the sockets
+			 * ready before it.  A lagging thread so handles every
+			 * connection's RTU before any one's DISC, in the order
+			 * the peer sent them across connections, as IB's one CM
+			 * channel would (dtestcm counts ESTABLISHED events
+			 * without looking at their type). */
 			c->rx_len = 0;
 			conn_dispatch(c, &m.hdr, m.pdata);
-			continue;
+			return;
 		}
 		if (st != ZD_CM_FRAME_SHORT) {
 			conn_lost(c);  /* not our protocol: this connection only */

@@ -334,6 +334,90 @@ Test(cm_connect, ep_free_while_connected_disconnects_the_peer)
 	pair_close(&p);
 }
 
+/* ---- events keep the peer's order across connections ---- */
+
+#define ORDER_CONNS 48
+
+/* Server: accepts every request, says so, and then expects every
+ * ESTABLISHED before any DISCONNECTED: its peer sends all RTUs before any
+ * DISC, and IB's one CM channel would deliver them in that order (dtestcm
+ * counts connection events without looking at their type). */
+static int server_expects_the_peers_order(int fd, void *arg)
+{
+	struct node n;
+	DAT_PSP_HANDLE psp;
+	DAT_EP_HANDLE eps[ORDER_CONNS];
+	int seen[ORDER_CONNS] = { 0 };
+
+	(void)arg;
+	node_open_on(&n, RAW_PEER_IA);
+	node_listen(&n, fd, &psp);
+	for (int i = 0; i < ORDER_CONNS; i++) {
+		DAT_EVENT ev;
+
+		eps[i] = node_ep(&n);
+		CHK(wait_ev(n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
+		CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, eps[i], 0,
+				      NULL),
+			DAT_SUCCESS);
+	}
+	msg_send(fd, 1);
+	for (int k = 0; k < 2 * ORDER_CONNS; k++) {
+		DAT_EVENT ev;
+		DAT_EVENT_NUMBER want = k < ORDER_CONNS ? DAT_CONNECTION_EVENT_ESTABLISHED
+							: DAT_CONNECTION_EVENT_DISCONNECTED;
+		int i;
+
+		CHK(wait_ev(n.conn_evd, 10 * SEC, &ev) == want);
+		for (i = 0; i < ORDER_CONNS; i++)
+			if (eps[i] == ev.event_data.connect_event_data.ep_handle)
+				break;
+		CHK(i < ORDER_CONNS && seen[i] == (k >= ORDER_CONNS));
+		seen[i]++;
+	}
+	node_close(&n);
+	return 0;
+}
+
+/* The requester is a raw socket peer, so that its frames wait in the
+ * server's sockets while the server is stopped: each socket then holds an
+ * RTU and a DISC when its CM thread runs again. */
+Test(cm_connect, events_keep_the_peers_order_across_connections)
+{
+	int socks[ORDER_CONNS], fd, st;
+	struct zd_cm_hdr h;
+	uint32_t port;
+	pid_t pid = spawn(server_expects_the_peers_order, NULL, &fd);
+
+	port = msg_recv(fd, 10000);
+	for (int i = 0; i < ORDER_CONNS; i++) {
+		int one = 1;
+
+		socks[i] = raw_connect((uint16_t)port);
+		/* As zdapl's CM sockets: no frame waits for the ACK of the last. */
+		CHK(setsockopt(socks[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0);
+		raw_send(socks[i], ZD_CM_MSG_REQ, 0, port, NULL, 0);
+	}
+	CHK(msg_recv(fd, 10000) == 1);
+	for (int i = 0; i < ORDER_CONNS; i++) {
+		CHK(raw_recv(socks[i], &h) == ZD_CM_MSG_MRA);
+		CHK(raw_recv(socks[i], &h) == ZD_CM_MSG_REP);
+	}
+	CHK(kill(pid, SIGSTOP) == 0);
+	CHK(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
+	for (int i = 0; i < ORDER_CONNS; i++)
+		raw_send(socks[i], ZD_CM_MSG_RTU, 0, 0, NULL, 0);
+	for (int i = 0; i < ORDER_CONNS; i++)
+		raw_send(socks[i], ZD_CM_MSG_DISC, 0, 0, NULL, 0);
+	CHK(kill(pid, SIGCONT) == 0);
+	for (int i = 0; i < ORDER_CONNS; i++) {
+		CHK(raw_recv(socks[i], &h) == ZD_CM_MSG_DISC_ACK);
+		close(socks[i]);
+	}
+	cr_assert_eq(reap(pid, 10000), 0, "the server's connection events lost the peer's order");
+	close(fd);
+}
+
 /* ---- a killed peer is seen within a second ---- */
 
 static int peer_connects_then_sleeps(int fd, void *arg)

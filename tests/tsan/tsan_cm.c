@@ -177,8 +177,12 @@ static void client_round(struct ts_client *cl, struct ts_node *n, DAT_EVD_HANDLE
 	}
 	num = conn_event(conn_evd, ep);
 	if (num != DAT_CONNECTION_EVENT_ESTABLISHED) {
-		fprintf(stderr, "tsan_stress cm: client %u: connect ended with event 0x%x\n",
-			cl->id, (unsigned)num);
+		/* The server's books say whether it refused for want of room
+		 * (accepted - reaped = MAX_LIVE: terminal events missing). */
+		fprintf(stderr, "tsan_stress cm: client %u: connect ended with event 0x%x "
+			"(server: %u accepted, %u reaped, %u stale events)\n",
+			cl->id, (unsigned)num, atomic_load(&cl->srv->accepted),
+			atomic_load(&cl->srv->reaped), atomic_load(&cl->srv->stale));
 		_exit(1);
 	}
 	switch (how) {
