@@ -12,8 +12,8 @@
  * liburcu's calls and nothing else.
  *
  * Use zd_rcu_read_unlock for every read-side section whose memory is
- * reclaimed this way, zd_synchronize_rcu before freeing, and
- * zd_rcu_reclaim_begin first thing in a call_rcu callback.
+ * reclaimed this way, zd_synchronize_rcu before freeing, zd_call_rcu to
+ * hand memory over, and zd_rcu_reclaim_begin first thing in its callback.
  */
 #ifndef ZD_RCU_H
 #define ZD_RCU_H
@@ -22,17 +22,11 @@
 
 #include "evd/zd_ring_arch.h"   /* ZD_TSAN */
 
-#ifdef ZD_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-/* The token (defined in zd_evd.c): any one address all parties agree on. */
+/* The token (defined in zd_evd.c under ZD_TSAN): any one address all
+ * parties agree on. */
 extern char zd_rcu_tsan_token;
-#define ZD_RCU_TSAN_RELEASE() __tsan_release(&zd_rcu_tsan_token)
-#define ZD_RCU_TSAN_ACQUIRE() __tsan_acquire(&zd_rcu_tsan_token)
-#else
-#define ZD_RCU_TSAN_RELEASE() do { } while (0)
-#define ZD_RCU_TSAN_ACQUIRE() do { } while (0)
-#endif
+#define ZD_RCU_TSAN_RELEASE() zd_tsan_release(&zd_rcu_tsan_token)
+#define ZD_RCU_TSAN_ACQUIRE() zd_tsan_acquire(&zd_rcu_tsan_token)
 
 static inline void zd_rcu_read_unlock(void)
 {
@@ -45,6 +39,14 @@ static inline void zd_synchronize_rcu(void)
 {
 	synchronize_rcu();
 	ZD_RCU_TSAN_ACQUIRE();
+}
+
+/* call_rcu, with what we wrote to @head's object before the hand-over
+ * (its reclaim hook, say) happening before the callback. */
+static inline void zd_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *))
+{
+	ZD_RCU_TSAN_RELEASE();
+	call_rcu(head, fn);
 }
 
 static inline void zd_rcu_reclaim_begin(void)

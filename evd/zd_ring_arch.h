@@ -37,6 +37,19 @@
 #endif
 #endif
 
+/* Happens-before edges TSan cannot see for itself (liburcu's grace periods
+ * inside an uninstrumented library; two mappings of one memfd): a release
+ * on an address, then an acquire on it.  Nothing in other builds. */
+#ifdef ZD_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define zd_tsan_acquire(addr) __tsan_acquire(addr)
+#define zd_tsan_release(addr) __tsan_release(addr)
+#else
+#define zd_tsan_acquire(addr) do { } while (0)
+#define zd_tsan_release(addr) do { } while (0)
+#endif
+
 #ifndef ZD_HAVE_CPU_RELAX
 #define ZD_HAVE_CPU_RELAX 1
 /* Spin-wait hint: frees pipeline resources for the sibling hyperthread and

@@ -57,7 +57,7 @@ static void zd_chunk_tab_publish(struct zd_chunk_tab *tab)
 
 	rcu_assign_pointer(zd_chunk_tab, tab);
 	if (old)
-		call_rcu(&old->rcu, zd_chunk_tab_free);
+		zd_call_rcu(&old->rcu, zd_chunk_tab_free);
 }
 
 static struct zd_chunk_tab *zd_chunk_tab_alloc(size_t n)

@@ -145,7 +145,7 @@ int zd_keytab_remove(struct zd_keytab *kt, uint32_t key,
 
 	n = caa_container_of(lf, struct zd_keytab_node, lf);
 	n->reclaim = reclaim;
-	call_rcu(&n->rcu, zd_keytab_node_free);
+	zd_call_rcu(&n->rcu, zd_keytab_node_free);
 	return 0;
 }
 

@@ -43,4 +43,24 @@
 #error "zd_mlx5_barrier.h: barriers defined for x86-64 and arm64 only"
 #endif
 
+#include "evd/zd_ring_arch.h"   /* ZD_TSAN */
+
+/*
+ * A word both the CPU and the device access (a doorbell record, a CQE's
+ * owner byte, the BlueFlame page, the UAR doorbell): one access of its
+ * width, never torn, merged or kept in a register, ordered by the barriers
+ * above.  The software NIC (hw/mlx5/sim) is a thread of this process, and
+ * ThreadSanitizer does not see barriers: in its builds the marking store is
+ * a release and the observing load an acquire, so TSan relates the WQE or
+ * CQE written before the mark to the reads after it (the pairs the barriers
+ * make for a device).  On x86-64 both compile to the same plain moves.
+ */
+#ifdef ZD_TSAN
+#define zd_dev_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define zd_dev_load(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#else
+#define zd_dev_store(p, v) ((void)(*(volatile __typeof__(*(p)) *)(p) = (v)))
+#define zd_dev_load(p)     (*(volatile __typeof__(*(p)) *)(p))
+#endif
+
 #endif /* ZD_MLX5_BARRIER_H */

@@ -479,7 +479,11 @@ static ZD_ALWAYS_INLINE int cqe_handle(struct zd_mlx5_cq_obj *cq, struct mlx5_cq
  * store.  A compiler barrier either way: the pass's reads stay inside. */
 static ZD_ALWAYS_INLINE void pass_bump(struct zd_mlx5_cq_obj *cq)
 {
-#if defined(__x86_64__)
+#if defined(ZD_TSAN)
+	/* ThreadSanitizer does not see the asm: an RMW it can pair with the
+	 * destroyer's acquire load. */
+	atomic_fetch_add(&cq->pass, 1);
+#elif defined(__x86_64__)
 	__asm__ volatile("addl $1, %0" : "+m"(*(uint32_t *)&cq->pass) : : "memory");
 #else
 	uint32_t pass = atomic_load_explicit(&cq->pass, memory_order_relaxed);
@@ -668,7 +672,7 @@ static ZD_ALWAYS_INLINE DAT_RETURN cq_poll_one_imm(struct zd_mlx5_cq_obj *cq, st
  */
 static ZD_ALWAYS_INLINE bool cqe_none(const struct mlx5_cqe64 *cqe)
 {
-	return *(const volatile uint8_t *)&cqe->op_own >= (MLX5_CQE_INVALID << 4);
+	return zd_dev_load(&cqe->op_own) >= (MLX5_CQE_INVALID << 4);
 }
 
 /* cq_poll_one's latency case proper: the CQE @cqe at ci, in an open pass,

@@ -167,7 +167,7 @@ static ZD_ALWAYS_INLINE struct mlx5_cqe64 *zd_mlx5_cq_next_own(const struct zd_m
 {
 	const uint32_t ci = cq->ci;
 	struct mlx5_cqe64 *cqe = zd_mlx5_cq_at(cq, ci);
-	uint8_t v = *(volatile uint8_t *)&cqe->op_own;
+	uint8_t v = zd_dev_load(&cqe->op_own);
 
 	/* Opcode MLX5_CQE_INVALID (as created: v >= 0xf0), or the owner bit
 	 * of another pass. */
@@ -194,7 +194,7 @@ static ZD_ALWAYS_INLINE void zd_mlx5_cq_update_ci(struct zd_mlx5_cq *cq)
 
 	/* Our reads of the CQEs are done before the device may reuse them. */
 	zd_udma_ci_barrier();
-	cq->dbrec[ZD_MLX5_CQ_SET_CI] = htobe32(ci & 0xffffff);
+	zd_dev_store(&cq->dbrec[ZD_MLX5_CQ_SET_CI], htobe32(ci & 0xffffff));
 }
 
 /* What a DAT completion needs from one CQE. */
@@ -280,11 +280,11 @@ static inline void zd_mlx5_cq_arm(struct zd_mlx5_cq *cq, bool solicited)
 	__be32 w[2] = { htobe32(v), htobe32(cq->cqn) };
 	uint64_t db;
 
-	cq->dbrec[ZD_MLX5_CQ_ARM_DB] = w[0];
+	zd_dev_store(&cq->dbrec[ZD_MLX5_CQ_ARM_DB], w[0]);
 	/* Doorbell record before the UAR write. */
 	zd_mmio_wc_start();
 	memcpy(&db, w, sizeof(db));
-	*(volatile uint64_t *)(cq->uar + ZD_MLX5_CQ_UAR_DB) = db;
+	zd_dev_store((uint64_t *)(cq->uar + ZD_MLX5_CQ_UAR_DB), db);
 	zd_mmio_flush_writes();
 }
 

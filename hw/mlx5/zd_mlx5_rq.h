@@ -114,7 +114,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_rq_post(struct zd_mlx5_rq *rq, const DAT_LM
 	rq->head = ++head;
 	/* WQE stores before the doorbell record. */
 	zd_udma_to_device_barrier();
-	*rq->dbrec = htobe32(head & 0xffff);
+	zd_dev_store(rq->dbrec, htobe32(head & 0xffff));
 	return true;
 }
 
@@ -183,7 +183,7 @@ static ZD_ALWAYS_INLINE bool zd_mlx5_srq_post(struct zd_mlx5_srq *srq, const DAT
 	srq->counter++;
 	/* WQE stores before the doorbell record. */
 	zd_udma_to_device_barrier();
-	*srq->dbrec = htobe32(srq->counter & 0xffff);
+	zd_dev_store(srq->dbrec, htobe32(srq->counter & 0xffff));
 	return true;
 }
 

@@ -372,7 +372,11 @@ static ZD_ALWAYS_INLINE uint32_t zd_mlx5_sq_build(struct zd_mlx5_sq *sq, const s
  * CPU has (the WC buffer merges them; zd_mmio_flush_writes ends the burst). */
 static ZD_ALWAYS_INLINE void zd_mlx5_bf_copy64(volatile uint64_t *dst, const uint64_t *src)
 {
-#if defined(__x86_64__)
+#if defined(ZD_TSAN)
+	/* The software NIC reads the page with 8-byte atomic loads. */
+	for (int i = 0; i < 8; i++)
+		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+#elif defined(__x86_64__)
 	__m128i a = _mm_load_si128((const __m128i *)src), b = _mm_load_si128((const __m128i *)src + 1),
 		c = _mm_load_si128((const __m128i *)src + 2), d = _mm_load_si128((const __m128i *)src + 3);
 
@@ -424,7 +428,7 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell(struct zd_mlx5_sq *sq, uint32_t
 	sq->pi += nbb;
 	/* WQE (and wr[]) stores before the doorbell record. */
 	zd_udma_to_device_barrier();
-	*sq->dbrec = htobe32(sq->pi & 0xffff);
+	zd_dev_store(sq->dbrec, htobe32(sq->pi & 0xffff));
 	/* Doorbell record before the MMIO (WC) write. */
 	zd_mmio_wc_start();
 	if (ZD_LIKELY(nbb == 1 && sq->bf_size)) {
@@ -438,7 +442,7 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell(struct zd_mlx5_sq *sq, uint32_t
 				src = (const uint64_t *)sq->buf;
 		}
 	} else {
-		*dst = *src;
+		zd_dev_store(dst, *src);
 	}
 	zd_mmio_flush_writes();
 	sq->bf_cur = (uint8_t *)((uintptr_t)sq->bf_cur ^ sq->bf_flip);
@@ -456,7 +460,7 @@ static ZD_ALWAYS_INLINE void zd_mlx5_sq_doorbell1(struct zd_mlx5_sq *sq, const u
 	sq->bf_cur = (uint8_t *)((uintptr_t)bf ^ sq->bf_flip);
 	/* WQE (and wr[]) stores before the doorbell record. */
 	zd_udma_to_device_barrier();
-	*dbrec = htobe32(pi & 0xffff);
+	zd_dev_store(dbrec, htobe32(pi & 0xffff));
 	/* Doorbell record before the MMIO (WC) write. */
 	zd_mmio_wc_start();
 	zd_mlx5_bf_copy64((volatile uint64_t *)bf, (const uint64_t *)wqe);

@@ -81,6 +81,41 @@ Test(ops, rdma_write_data_and_inline)
 	t_none(&rcb, 20);
 }
 
+/* As a device's: once the target's deregistration returns, no write of a
+ * copy that was in flight lands any more (it waits for the copy). */
+Test(ops, deregistration_waits_for_the_copy_in_flight)
+{
+	const size_t big = 32u << 20;
+	uint8_t *src = aligned_alloc(4096, big), *dst = aligned_alloc(4096, big);
+	uint32_t ks, kd, r;
+	struct t_wqe w;
+	struct mlx5_cqe64 c;
+	uint64_t end;
+
+	cr_assert(src && dst);
+	memset(src, 0x5a, big);
+	memset(dst, 0, big);
+	cr_assert_eq(zd_mlx5sim_mr_add(na, pda, src, big, T_ACC_ALL, &ks, &r), 0);
+	cr_assert_eq(zd_mlx5sim_mr_add(nb, pdb, dst, big, T_ACC_ALL, &kd, &r), 0);
+	t_wqe_ctrl(&w, &qa, MLX5_OPCODE_RDMA_WRITE, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	t_wqe_raddr(&w, (uintptr_t)dst, kd);
+	t_wqe_data(&w, src, (uint32_t)big, ks);
+	t_post(&qa, &w, T_BF);
+	/* The engine is halfway (whichever way its copy runs). */
+	end = t_now_ms() + 10000;
+	while (!__atomic_load_n(&dst[big / 2], __ATOMIC_RELAXED))
+		cr_assert(t_now_ms() < end, "the write never started");
+	cr_assert_eq(zd_mlx5sim_mr_remove(nb, kd), 0);
+	for (size_t i = 0; i < big; i += 4096)
+		cr_assert_eq(dst[i], 0x5a, "byte %zu not written when the deregistration returned", i);
+	cr_assert_eq(dst[big - 1], 0x5a);
+	c = t_wait(&sca);
+	cr_assert_eq(t_op(&c), MLX5_CQE_REQ, "syndrome %#x", t_syn(&c));
+	cr_assert_eq(zd_mlx5sim_mr_remove(na, ks), 0);
+	free(src);
+	free(dst);
+}
+
 Test(ops, rdma_read)
 {
 	struct t_wqe w;

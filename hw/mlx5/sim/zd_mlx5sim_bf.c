@@ -44,7 +44,7 @@ void zd_ms_bf_observe(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd
 			continue;
 		e->bf_last[h] = w;
 		idx = (zd_ms_rd_be32(&w) >> 8) & 0xffff;
-		pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
+		pi = be32toh(zd_dev_load(&db[MLX5_SND_DBR])) & 0xffff;
 		if (((pi - idx) & 0xffff) == 0 || ((pi - idx) & 0xffff) > 0x8000) {
 			atomic_fetch_add(&nic->cnt_db_order, 1);
 			if (nic->debug)
@@ -131,7 +131,7 @@ void zd_ms_bf_resolve(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd
 			}
 			continue;
 		}
-		pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
+		pi = be32toh(zd_dev_load(&db[MLX5_SND_DBR])) & 0xffff;
 		if (!final && ((pi - s->idx) & 0xffff) <= s->nbb)
 			continue;
 		for (uint32_t i = ZD_MS_BF_SIZE - 8; i >= 8; i -= 8)

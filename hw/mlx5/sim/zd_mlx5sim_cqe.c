@@ -36,7 +36,7 @@ bool zd_ms_cq_write(struct zd_soft_peer *peer, uint32_t cqn, struct mlx5_cqe64 *
 		return false;
 	p = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 	do {
-		ci = be32toh(db[ZD_MLX5_CQ_SET_CI]) & 0xffffff;
+		ci = be32toh(zd_dev_load(&db[ZD_MLX5_CQ_SET_CI])) & 0xffffff;
 		if (((p - ci) & 0xffffff) >= cnt) {
 			/* Overrun: the CQ error async event of the PRM. */
 			atomic_store(&cq->error, 1);

@@ -79,7 +79,7 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 		return false;
 	for (;;) {
 		volatile __be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
-		uint32_t c = atomic_load(&qp->rq_ci), posted = be32toh(db[MLX5_RCV_DBR]) & 0xffff;
+		uint32_t c = atomic_load(&qp->rq_ci), posted = be32toh(zd_dev_load(&db[MLX5_RCV_DBR])) & 0xffff;
 		struct mlx5_cqe64 cqe;
 
 		if (((posted - c) & 0xffff) == 0 || ((posted - c) & 0xffff) > qp->rq_wqe_cnt)
@@ -176,7 +176,7 @@ static bool qp_pass(struct zd_mlx5sim_nic *nic, uint32_t i)
 		return false;
 	db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 	zd_ms_bf_observe(nic, qp, e);
-	pi = be32toh(db[MLX5_SND_DBR]) & 0xffff;
+	pi = be32toh(zd_dev_load(&db[MLX5_SND_DBR])) & 0xffff;
 	/* acquire: the WQEs were written before the doorbell record. */
 	atomic_thread_fence(memory_order_acquire);
 	if (st == ZD_MLX5SIM_QPS_RTS)

@@ -40,7 +40,7 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 			return ZD_MS_ERR;
 		hw = atomic_load_explicit(&s->hw, memory_order_acquire);
 		do {
-			posted = be32toh(*db) & 0xffff;
+			posted = be32toh(zd_dev_load(db)) & 0xffff;
 			cons = (uint32_t)(hw >> 32);
 			if (((posted - cons) & 0xffff) == 0)
 				return ZD_MS_RNR;
@@ -68,7 +68,7 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 	if (!rq || !rdb)
 		return ZD_MS_ERR;
 	do {
-		posted = be32toh(rdb[MLX5_RCV_DBR]) & 0xffff;
+		posted = be32toh(zd_dev_load(&rdb[MLX5_RCV_DBR])) & 0xffff;
 		if (((posted - c) & 0xffff) == 0)
 			return ZD_MS_RNR;
 		if (((posted - c) & 0xffff) > pq->rq_wqe_cnt)
@@ -83,7 +83,7 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 	return ZD_MS_OK;
 }
 
-uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_pins *pins,
 			   const struct zd_ms_recv *rc, uint64_t need, struct zd_soft_seg *r,
 			   int *nr)
 {
@@ -101,7 +101,7 @@ uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
 		if (!use)
 			continue;
 		if (!zd_ms_mr_check(zd_ms_peer_sh(p), key, pq->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
-				    addr, use, &r[*nr].chunk))
+				    addr, use, &r[*nr].chunk, pins))
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		r[*nr].addr = addr;
 		r[*nr].len = (uint32_t)use;
@@ -136,7 +136,8 @@ bool zd_ms_local_sges(struct zd_ms_wqe *x, uint32_t off, bool allow_inline, uint
 			uint64_t addr = be64toh(d->addr);
 
 			if (x->size - off < 16 || !zd_ms_mr_check(x->nic->sh, be32toh(d->lkey),
-								  x->qp->pdn, need, addr, bc, NULL))
+								  x->qp->pdn, need, addr, bc, NULL,
+								  &x->pins))
 				return false;
 			iov[*n].iov_base = (void *)(uintptr_t)addr;
 			iov[*n].iov_len = bc;
@@ -234,7 +235,7 @@ static struct zd_ms_result do_send(struct zd_ms_wqe *x)
 		return (struct zd_ms_result){ .status = ZD_MS_RNR };
 	if (st == ZD_MS_ERR)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
-	syn = zd_ms_recv_scatter(x->e->peer, pq, &rc, total, r, &nr);
+	syn = zd_ms_recv_scatter(x->e->peer, pq, &x->pins, &rc, total, r, &nr);
 	if (syn) {
 		resp_error(x->e->peer, pq, &rc, syn, x->opcode);
 		return fail(syn == MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR ?
@@ -277,7 +278,7 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 	if (total &&
 	    !zd_ms_mr_check(zd_ms_peer_sh(x->e->peer), be32toh(ra->rkey), pq->pdn,
 			    write ? ZD_MLX5SIM_ACCESS_REMOTE_WRITE : ZD_MLX5SIM_ACCESS_REMOTE_READ,
-			    r.addr, total, &r.chunk))
+			    r.addr, total, &r.chunk, &x->pins))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM) {
 		int st = zd_ms_recv_claim(x->e->peer, pq, &rc);
@@ -331,7 +332,7 @@ static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
 	if (x->size != 64 || be32toh(d->byte_count) != 8)
 		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
 	if (!zd_ms_mr_check(x->nic->sh, be32toh(d->lkey), x->qp->pdn, ZD_MLX5SIM_ACCESS_LOCAL_WRITE,
-			    laddr, 8, NULL))
+			    laddr, 8, NULL, &x->pins))
 		return fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, false);
 	pq = peer_qp(x);
 	if (!pq)
@@ -339,7 +340,7 @@ static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
 	if (raddr & 7)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, true);
 	if (!zd_ms_mr_check(zd_ms_peer_sh(p), be32toh(ra->rkey), pq->pdn,
-			    ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8, &chunk))
+			    ZD_MLX5SIM_ACCESS_REMOTE_ATOMIC, raddr, 8, &chunk, &x->pins))
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	if (zd_soft_peer_atomic(p, &zd_ms_peer_sh(p)->atomic_lock, chunk, raddr, atomic_apply, x,
 				&old) != 0)
@@ -350,7 +351,7 @@ static struct zd_ms_result do_atomic(struct zd_ms_wqe *x)
 	return (struct zd_ms_result){ .status = ZD_MS_OK, .byte_cnt = 8 };
 }
 
-struct zd_ms_result zd_ms_wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx)
+static struct zd_ms_result wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx)
 {
 	uint32_t w0 = zd_ms_rd_be32(x->w), qpn_ds = zd_ms_rd_be32(x->w + 4);
 
@@ -382,4 +383,12 @@ struct zd_ms_result zd_ms_wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx)
 	default:
 		return fail(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
 	}
+}
+
+struct zd_ms_result zd_ms_wqe_exec(struct zd_ms_wqe *x, uint16_t expect_idx)
+{
+	struct zd_ms_result r = wqe_exec(x, expect_idx);
+
+	zd_ms_pins_release(&x->pins);
+	return r;
 }

@@ -8,10 +8,18 @@
  * hw/soft's (zd_soft_copy.h, zd_soft_atomic.h).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/zd_log.h"
 #include "hw/mlx5/sim/zd_mlx5sim_priv.h"
+
+/* The busy word of a peer NIC's MR is reached through our mapping of its
+ * region, the owner's through its own: two addresses TSan cannot relate.
+ * A count-out releases this token, a quiesced deregistration acquires it. */
+static char mr_quiesce_token __attribute__((unused));
 
 /* ---- chunks ---- */
 
@@ -95,6 +103,38 @@ out:
 	return ret;
 }
 
+/* How long a deregistration waits for engines still copying (a peer's
+ * engine stopped mid-copy, say); then it goes on, and says so. */
+#define ZD_MS_MR_QUIESCE_NS (2ull * 1000 * 1000 * 1000)
+
+/* Returns once no engine copies to or from MR @idx any more (it was
+ * cleared: none can start). */
+static void mr_quiesce(struct zd_mlx5sim_nic *nic, uint32_t idx)
+{
+	_Atomic uint32_t *busy = zd_ms_mr_busy(nic->sh, idx);
+	struct timespec t0, t;
+
+	/* seq_cst fence: pairs with zd_ms_mr_check's seq_cst count-in. */
+	atomic_thread_fence(memory_order_seq_cst);
+	/* acquire: pairs with zd_ms_pins_release. */
+	if (!atomic_load_explicit(busy, memory_order_acquire)) {
+		zd_tsan_acquire(&mr_quiesce_token);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (atomic_load_explicit(busy, memory_order_acquire)) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
+		    (uint64_t)t0.tv_nsec > ZD_MS_MR_QUIESCE_NS) {
+			zd_log_error("mlx5sim: memory region %#x deregistered while an engine "
+				     "still copies to it (a stopped peer?)", idx);
+			return;
+		}
+		sched_yield();
+	}
+	zd_tsan_acquire(&mr_quiesce_token);
+}
+
 int zd_mlx5sim_mr_remove(struct zd_mlx5sim_nic *nic, uint32_t lkey)
 {
 	uint32_t idx = lkey >> 8;
@@ -115,22 +155,46 @@ int zd_mlx5sim_mr_remove(struct zd_mlx5sim_nic *nic, uint32_t lkey)
 		}
 	}
 	pthread_mutex_unlock(&nic->lock);
+	/* (not under the lock: an engine in mid-copy may want it) */
+	if (ret == 0)
+		mr_quiesce(nic, idx);
 	return ret;
 }
 
 bool zd_ms_mr_check(struct zd_ms_shared *sh, uint32_t key, uint32_t pdn, uint32_t need,
-		    uint64_t addr, uint64_t len, uint32_t *chunk)
+		    uint64_t addr, uint64_t len, uint32_t *chunk, struct zd_ms_pins *pins)
 {
 	struct zd_soft_mr_view v;
 	uint32_t idx = key >> 8;
+	_Atomic uint32_t *busy;
 
-	if (key == MLX5_INVALID_LKEY || idx >= sh->max_mr ||
-	    !zd_soft_mr_read(zd_ms_mr_ctx(sh, idx), key, &v) ||
-	    !zd_soft_mr_allows(&v, addr, len, need, pdn))
+	if (key == MLX5_INVALID_LKEY || idx >= sh->max_mr || pins->n == ZD_MS_PINS_MAX)
 		return false;
+	busy = zd_ms_mr_busy(sh, idx);
+	/* seq_cst: pairs with the one in zd_mlx5sim_mr_remove (Dekker): we
+	 * read the entry after counting in, it reads the count after
+	 * clearing the entry. */
+	atomic_fetch_add(busy, 1);
+	if (!zd_soft_mr_read(zd_ms_mr_ctx(sh, idx), key, &v) ||
+	    !zd_soft_mr_allows(&v, addr, len, need, pdn)) {
+		atomic_fetch_sub_explicit(busy, 1, memory_order_relaxed);
+		return false;
+	}
+	pins->busy[pins->n++] = busy;
 	if (chunk)
 		*chunk = zd_soft_mr_chunk(&v, addr, len);
 	return true;
+}
+
+void zd_ms_pins_release(struct zd_ms_pins *pins)
+{
+	if (pins->n)
+		zd_tsan_release(&mr_quiesce_token);
+	/* release: our copies are done before the owner sees the count drop
+	 * (its acquire load in zd_mlx5sim_mr_remove). */
+	for (unsigned i = 0; i < pins->n; i++)
+		atomic_fetch_sub_explicit(pins->busy[i], 1, memory_order_release);
+	pins->n = 0;
 }
 
 /* ---- peers ---- */
@@ -163,6 +227,7 @@ static const struct zd_soft_chunk_entry *nic_region_check(const void *region, si
 	    sh->cq_off + sh->max_cq * sizeof(struct zd_ms_cq) > size ||
 	    sh->srq_off + sh->max_srq * sizeof(struct zd_ms_srq) > size ||
 	    sh->mr_off + (uint64_t)sh->max_mr * sizeof(struct zd_soft_mr_entry) > size ||
+	    sh->mr_busy_off + (uint64_t)sh->max_mr * sizeof(_Atomic uint32_t) > size ||
 	    sh->chunk_off + ZD_MS_CHUNKS * sizeof(struct zd_soft_chunk_entry) > size ||
 	    sh->fired_off + (sh->max_cq + 63) / 64 * 8 > size)
 		return NULL;

@@ -88,6 +88,8 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	off = align_up(off + a.max_srq * sizeof(struct zd_ms_srq), ZD_CACHE_LINE);
 	uint64_t mr_off = off;
 	off = align_up(off + a.max_mr * sizeof(struct zd_soft_mr_entry), ZD_CACHE_LINE);
+	uint64_t mr_busy_off = off;
+	off = align_up(off + a.max_mr * sizeof(_Atomic uint32_t), ZD_CACHE_LINE);
 	uint64_t chunk_off = off;
 	off = align_up(off + ZD_MS_CHUNKS * sizeof(struct zd_soft_chunk_entry), ZD_CACHE_LINE);
 	uint64_t fired_off = off;
@@ -113,6 +115,7 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	sh->cq_off = cq_off;
 	sh->srq_off = srq_off;
 	sh->mr_off = mr_off;
+	sh->mr_busy_off = mr_busy_off;
 	sh->chunk_off = chunk_off;
 	sh->fired_off = fired_off;
 	sh->arena_off = arena_off;

@@ -417,8 +417,8 @@ static void qp_reset_locked(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp,
 	atomic_store(&qp->peer_qpn, 0);
 	atomic_store(&qp->rq_ci, 0);
 	atomic_store(&qp->sq_ci, 0);
-	db[MLX5_SND_DBR] = 0;
-	db[MLX5_RCV_DBR] = 0;
+	zd_dev_store(&db[MLX5_SND_DBR], 0);
+	zd_dev_store(&db[MLX5_RCV_DBR], 0);
 }
 
 int zd_mlx5sim_qp_modify(struct zd_mlx5sim_nic *nic, uint32_t qpn, enum zd_mlx5sim_qp_state st)

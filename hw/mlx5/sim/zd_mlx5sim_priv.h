@@ -70,6 +70,7 @@
 #include "core/zd_compiler.h"
 #include "evd/zd_ring_arch.h"   /* zd_cpu_relax */
 #include "hw/mlx5/sim/zd_mlx5sim.h"
+#include "hw/mlx5/zd_mlx5_barrier.h"   /* zd_dev_load: the words the host marks */
 #include "hw/soft/zd_soft_atomic.h"
 #include "hw/soft/zd_soft_copy.h"
 #include "hw/soft/zd_soft_peer.h"
@@ -141,7 +142,7 @@ struct zd_ms_shared {
 	int32_t pid;
 	uint32_t max_qp, max_cq, max_srq, max_mr;
 	uint32_t arena_pages;
-	uint64_t qp_off, cq_off, srq_off, mr_off, chunk_off, fired_off, arena_off;
+	uint64_t qp_off, cq_off, srq_off, mr_off, mr_busy_off, chunk_off, fired_off, arena_off;
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t event;   /* futex word */
 	_Atomic uint32_t atomic_lock;    /* serialises process_vm atomics on us */
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t cnt_cqes, cnt_overrun, cnt_events;
@@ -162,10 +163,29 @@ static inline struct zd_ms_shared *zd_ms_peer_sh(const struct zd_soft_peer *p)
 	return p->region.base;
 }
 
+/*
+ * The MRs one WQE's execution copies to or from.  As a device's
+ * deregistration returns only once no DMA to the region is in flight,
+ * zd_ms_mr_check counts the engine into the MR's busy word (in the owner's
+ * region, so peers' engines count too) before it reads the entry, and
+ * zd_ms_pins_release counts it out after the copy; the owner's
+ * zd_mlx5sim_mr_remove clears the entry, then waits for the word to drop.
+ * Either the engine sees the entry cleared or the owner sees it busy
+ * (seq_cst on both sides).
+ */
+#define ZD_MS_PINS_MAX (4 * ZD_MS_MAX_SGE + 2)   /* local SGEs, a receive's, the remote MR */
+struct zd_ms_pins {
+	_Atomic uint32_t *busy[ZD_MS_PINS_MAX];
+	unsigned n;
+};
+
 /* Checks [addr, addr + len) against MR key of table sh for pdn and access;
- * returns the MR's chunk slot through *chunk (may be NULL). */
+ * returns the MR's chunk slot through *chunk (may be NULL).  On success the
+ * MR stays pinned in @pins until zd_ms_pins_release; false if @pins is
+ * full. */
 bool zd_ms_mr_check(struct zd_ms_shared *sh, uint32_t key, uint32_t pdn, uint32_t need,
-		    uint64_t addr, uint64_t len, uint32_t *chunk);
+		    uint64_t addr, uint64_t len, uint32_t *chunk, struct zd_ms_pins *pins);
+void zd_ms_pins_release(struct zd_ms_pins *pins);
 
 /* nic->self, our own region seen as a peer; fini also drops every peer
  * (the engine has stopped, the QPs are gone). */
@@ -269,6 +289,11 @@ static inline struct zd_ms_srq *zd_ms_srq_ctx(struct zd_ms_shared *sh, uint32_t 
 {
 	return (struct zd_ms_srq *)zd_ms_at(sh, sh->srq_off) + i;
 }
+static inline _Atomic uint32_t *zd_ms_mr_busy(struct zd_ms_shared *sh, uint32_t i)
+{
+	return (_Atomic uint32_t *)zd_ms_at(sh, sh->mr_busy_off) + i;
+}
+
 static inline struct zd_soft_mr_entry *zd_ms_mr_ctx(struct zd_ms_shared *sh, uint32_t i)
 {
 	return (struct zd_soft_mr_entry *)zd_ms_at(sh, sh->mr_off) + i;
@@ -390,6 +415,7 @@ struct zd_ms_wqe {
 	uint8_t opcode, fm_ce_se;
 	uint16_t idx;
 	__be32 imm;
+	struct zd_ms_pins pins;      /* released when the execution ends */
 };
 
 /* Executes x (nic, qp, e, w and size set) at SQ index expect_idx, filling
@@ -405,7 +431,7 @@ void zd_ms_qp_set_err(struct zd_ms_qp *qp);
  * segments of x from off to its end into local iovecs, checking each data
  * segment against our MR table (need: access bits). */
 int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_recv *rc);
-uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_pins *pins,
 			   const struct zd_ms_recv *rc, uint64_t need, struct zd_soft_seg *r,
 			   int *nr);
 bool zd_ms_local_sges(struct zd_ms_wqe *x, uint32_t off, bool allow_inline, uint32_t need,

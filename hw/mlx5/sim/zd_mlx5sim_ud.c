@@ -280,7 +280,7 @@ static void deliver(struct zd_ms_wqe *x, const struct mlx5_wqe_av *av, uint32_t 
 	}
 	grh_fill(grh, x, av, total);
 	l[0] = (struct iovec){ .iov_base = grh, .iov_len = GRH_BYTES };
-	syn = zd_ms_recv_scatter(p, pq, &rc, GRH_BYTES + total, r, &nr);
+	syn = zd_ms_recv_scatter(p, pq, &x->pins, &rc, GRH_BYTES + total, r, &nr);
 	if (!syn && zd_soft_peer_copy(p, true, l, n + 1, r, nr) != 0)
 		syn = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 	recv_cqe(x, p, pq, &rc, syn, (uint32_t)(GRH_BYTES + total));
