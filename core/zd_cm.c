@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "core/zd_cm.h"
+#include "core/zd_cm_liveness.h"
 #include "core/zd_conn_qual.h"
 #include "core/zd_ud.h"
 #include "core/zd_ep.h"
@@ -80,7 +81,9 @@ static void cm_atfork_child(void)
 			close(c->sock.fd);
 		c->sock.fd = -1;
 		c->sock.zombie = 1;
+		c->peer_proc = NULL;
 	}
+	zd_cm_liveness_atfork_child();
 	for (unsigned i = 0; i < nlisteners; i++) {
 		close(listeners[i]->sock.fd);
 		listeners[i]->sock.fd = -1;
@@ -181,7 +184,7 @@ static void conn_count_frame(const struct zd_cm_conn *c, unsigned type, uint16_t
 		conn_count(c, reason == ZD_CM_REJ_PEER
 				      ? (tx ? DCNT_IA_CM_USER_REJ_TX : DCNT_IA_CM_USER_REJ_RX)
 				      : (tx ? DCNT_IA_CM_ERR_REJ_TX : DCNT_IA_CM_ERR_REJ_RX));
-	else if (type >= ZD_CM_MSG_REQ && type < ZD_CM_MSG_TYPE_END && type != ZD_CM_MSG_QUERY)
+	else if (type >= ZD_CM_MSG_REQ && type < ZD_CM_MSG_PING && type != ZD_CM_MSG_QUERY)
 		conn_count(c, counter[type][tx]);
 }
 
@@ -510,6 +513,7 @@ static void conn_update_events(struct zd_cm_conn *c)
 /* Unties @c from its EP, CR and listener (under the lock). */
 static void conn_detach(struct zd_cm_conn *c)
 {
+	zd_cm_liveness_leave(c);
 	if (c->ep && c->ep->cm_conn == c)
 		zd_ep_set_cm_conn(c->ep, NULL);
 	if (c->cr && c->cr->conn == c)
@@ -571,7 +575,10 @@ void zd_cm_conn_send(struct zd_cm_conn *c, enum zd_cm_msg_type type, uint16_t re
 		shutdown(c->sock.fd, SHUT_RDWR);
 		return;
 	}
-	c->tx_len += zd_cm_frame_encode(c->tx + c->tx_len, type, reason, c->conn_qual,
+	/* REP, RTU, PING and PONG name the sending process (liveness). */
+	c->tx_len += zd_cm_frame_encode(c->tx + c->tx_len, type, reason,
+					type == ZD_CM_MSG_REP || type == ZD_CM_MSG_RTU ||
+					type >= ZD_CM_MSG_PING ? zd_cm_liveness_self() : c->conn_qual,
 					pdata, pdata_len, blob, blob_len);
 	conn_count_frame(c, type, reason, true);
 	conn_flush(c);
@@ -851,9 +858,17 @@ static void conn_lost(struct zd_cm_conn *c)
 	zd_cm_conn_close(c);
 }
 
+/* An established connection is watched with its peer process's others. */
+static void conn_watch(struct zd_cm_conn *c, uint64_t peer_id)
+{
+	if (c->state == ZD_CONN_ESTABLISHED && !c->sock.zombie && c->ep)
+		zd_cm_liveness_join(c, peer_id, zd_cm_now());
+}
+
 static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body)
 {
 	conn_count_frame(c, h->type, h->reason, false);
+	zd_cm_liveness_heard(c, zd_cm_now());
 	switch (h->type) {
 	case ZD_CM_MSG_REQ:
 	case ZD_CM_MSG_UD_REQ:
@@ -875,10 +890,12 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	case ZD_CM_MSG_REP:
 		if (c->state != ZD_CONN_REQ_SENT)
 			break;
-		if (c->ud)
+		if (c->ud) {
 			zd_cm_ud_on_rep(c, h, body);
-		else
+		} else {
 			zd_cm_active_on_rep(c, h, body);
+			conn_watch(c, h->conn_qual);
+		}
 		return;
 	case ZD_CM_MSG_REJ:
 		if (c->state != ZD_CONN_REQ_SENT)
@@ -906,7 +923,17 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 			zd_ep_set_state(c->ep, DAT_EP_STATE_CONNECTED);
 			zd_cm_ep_event(c->ep, DAT_CONNECTION_EVENT_ESTABLISHED, NULL, 0);
 		}
+		conn_watch(c, h->conn_qual);
 		return;
+	case ZD_CM_MSG_PING:
+		if (c->state != ZD_CONN_ESTABLISHED && c->state != ZD_CONN_DISC_SENT)
+			break;
+		zd_cm_conn_send(c, ZD_CM_MSG_PONG, 0, NULL, 0, NULL, 0);
+		return;
+	case ZD_CM_MSG_PONG:
+		if (c->state != ZD_CONN_ESTABLISHED && c->state != ZD_CONN_DISC_SENT)
+			break;
+		return;  /* heard: that was the point */
 	case ZD_CM_MSG_DISC:
 		if (c->state != ZD_CONN_ESTABLISHED && c->state != ZD_CONN_DISC_SENT)
 			break;
@@ -1085,12 +1112,13 @@ static void *cm_thread(void *arg)
 	(void)arg;
 	zd_cm_lock();
 	for (;;) {
-		uint64_t now = zd_cm_now(), next_broken = cm_run_broken(now);
+		uint64_t now = zd_cm_now(), next = cm_run_broken(now);
 		int timeout = cm_run_timers(now);
 		int n;
 
-		if (next_broken != UINT64_MAX) {
-			int t = (int)ZD_MIN((next_broken - now + 999999) / 1000000, 60000ull);
+		next = ZD_MIN(next, zd_cm_liveness_run(now, conn_lost));
+		if (next != UINT64_MAX) {
+			int t = next <= now ? 0 : (int)ZD_MIN((next - now + 999999) / 1000000, 60000ull);
 
 			if (timeout < 0 || t < timeout)
 				timeout = t;

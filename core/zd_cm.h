@@ -80,6 +80,7 @@ struct zd_cm_sock {
 struct zd_psp;
 struct zd_rsp;
 struct zd_cr;
+struct zd_cm_peer;
 
 struct zd_cm_listener {
 	struct zd_cm_sock sock;
@@ -134,6 +135,11 @@ struct zd_cm_conn {
 	uint8_t tx[2 * ZD_CM_FRAME_MAX];
 	uint16_t peer_blob_len;
 	uint8_t peer_blob[ZD_QP_BLOB_MAX];
+	/* Liveness (zd_cm_liveness.h): the peer process it reaches, while
+	 * established, and when a frame last came. */
+	struct zd_cm_peer *peer_proc;
+	struct zd_cm_conn *peer_prev, *peer_next;
+	uint64_t last_rx;
 };
 
 struct zd_cm {

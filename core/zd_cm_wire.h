@@ -25,6 +25,10 @@
  * ports left moves on when no MRA comes (a silent listener of another
  * program holds the port).
  *
+ * Once established, each side's CM sends PING when its peer process
+ * has been silent for a while, and answers a PING with PONG
+ * (zd_cm_liveness.h): a stopped peer's connections break in bounded time.
+ *
  * Every field is in network byte order.  A frame is a fixed header followed
  * by pdata_len bytes of private data and blob_len bytes of device QP blob;
  * both lengths are checked against the maxima before any byte of the body
@@ -41,7 +45,7 @@
 #include "core/zd_device.h"
 
 #define ZD_CM_MAGIC   0x5a44434du  /* "ZDCM" */
-#define ZD_CM_VERSION 2  /* 2: 64-bit conn_qual, QUERY */
+#define ZD_CM_VERSION 3  /* 2: 64-bit conn_qual, QUERY; 3: PING/PONG, sender id in REP/RTU */
 
 /* Largest private data any device may advertise; the wire and the buffers
  * in the CR and EP objects are sized for it. */
@@ -57,6 +61,8 @@ enum zd_cm_msg_type {
 	ZD_CM_MSG_UD_REQ,        /* REQ from a UD QP (zd_ud_cm.c): an address exchange */
 	ZD_CM_MSG_QUERY,         /* do you serve conn_qual? (answered by a REJ) */
 	ZD_CM_MSG_MRA,           /* REQ received by its service point; REP or REJ follow */
+	ZD_CM_MSG_PING,          /* are you alive? (zd_cm_liveness.h) */
+	ZD_CM_MSG_PONG,          /* PING's answer */
 	ZD_CM_MSG_TYPE_END
 };
 
@@ -75,7 +81,9 @@ struct zd_cm_hdr {
 	uint16_t pdata_len;
 	uint16_t blob_len;
 	uint32_t zero;           /* reserved, 0 (frames stay canonical) */
-	uint64_t conn_qual;      /* REQ, QUERY: the service point asked for */
+	/* REQ, QUERY: the service point asked for; REP, RTU, PING, PONG: the
+	 * sender's CM instance id (zd_cm_liveness.h); others: ignored. */
+	uint64_t conn_qual;
 };
 _Static_assert(sizeof(struct zd_cm_hdr) == 24, "wire header must stay 24 bytes");
 
