@@ -5,7 +5,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/, the
 # ThreadSanitizer stress programs in build-tsan/ (tests/tsan), then about
 # 60 s of libFuzzer on the wire parsers (tools/run_fuzz.sh, one line in the
-# totals).
+# totals), then a 2-minute soak on every device (tools/soak.sh, one line).
 # Ends with "N passed, N failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -75,6 +75,16 @@ else
 	echo "fuzz: FAIL"
 fi
 
+step "soak (tools/soak.sh 2: every device, long-lived servers flat)"
+sh tools/soak.sh 2 build/soak
+rc5=$?
+case $rc5 in
+0) passed=$((passed + 1)); echo "soak: OK" ;;
+77) rc5=0; echo "soak: SKIP" ;;
+*) failed=$((failed + 1)); echo "soak: FAIL" ;;
+esac
+
 echo
 echo "$passed passed, $failed failed"
-[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ $rc4 -eq 0 ] && [ "$failed" -eq 0 ]
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ $rc4 -eq 0 ] && [ $rc5 -eq 0 ] &&
+	[ "$failed" -eq 0 ]

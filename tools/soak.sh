@@ -1,0 +1,288 @@
+#!/bin/sh
+# Soak (issue 15): for <minutes>, on every device (zdapl-shm, zdapl-mlx5sim,
+# zdapl-tcp between two network namespaces, or over lo where namespaces
+# cannot be made), one dapltest server (-T S) stays up the whole time while
+# rounds of clients run against it and beside it:
+#   trans    dapltest -T T with data validation (-V): sends both ways,
+#            RDMA write and read, 2 threads x 2 EPs
+#   kill     a long dapltest -T T client SIGKILLed mid-run
+#   stop     (every 4th round) a client SIGSTOPped for longer than
+#            ZDAPL_PEER_TIMEOUT_MS (2000 here), then SIGKILLed: the server
+#            must drop it by the liveness check alone and keep serving
+#   dtest    dtest server + client (tests/interop/dtest.sh)
+#   dtestcm  200 connects and disconnects (tests/interop/dtestcm.sh)
+# Every few seconds the long-lived servers' resident memory, descriptors
+# and threads go into <out>/samples.csv, each trans run's rate into
+# <out>/rate.csv.  At the end every server must quit cleanly (-T Q) and
+# be flat: after a warm-up (the first fifth of the run), the maximum of
+# the last third of the samples may exceed the maximum of the first third
+# by at most 10% + 2 MiB of RSS, 4 descriptors and 2 threads.  A summary
+# is printed and <out>/soak.png plotted (tools/soak_plot.sh, gnuplot).
+# Any failed step, dead server or growth fails the run (exit 1).
+#
+#   tools/soak.sh <minutes> [out dir]       (default build/soak)
+#
+# SOAK_BUILD: the build directory (default build); SOAK_LOCK: a lock file
+# each step holds while its stock clients run (default
+# /tmp/dapl-clients.lock, shared with other runs of the stock clients on
+# this host; empty: none).  Exits 77 without dapltest.
+set -u
+cd "$(dirname "$0")/.."
+top=$PWD
+mins=${1:?usage: soak.sh <minutes> [out dir]}
+out=${2:-$top/build/soak}
+build=$top/${SOAK_BUILD:-build}
+conf=$build/dat.conf
+lock=${SOAK_LOCK-/tmp/dapl-clients.lock}
+interval=${SOAK_SAMPLE_S:-3}
+export ZDAPL_PEER_TIMEOUT_MS=${ZDAPL_PEER_TIMEOUT_MS:-2000}
+
+for prog in dapltest dtest dtestcm; do
+	command -v $prog >/dev/null || { echo "SKIP: $prog not installed (dapl2-utils)"; exit 77; }
+done
+[ -f "$conf" ] || { echo "soak: no $conf (build first)"; exit 1; }
+lib=$(sed -n 's/^zdapl-shm .* default \([^ ]*\) .*/\1/p' "$conf")
+rm -rf "$out"
+mkdir -p "$out" || exit 1
+pids=""
+ns_s="" ns_c=""
+
+cleanup() {
+	for p in $pids; do
+		kill -9 "$p" 2>/dev/null
+	done
+	for ns in $ns_s $ns_c; do
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -9 "$p" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+now() { date +%s; }
+locked() { # cmd...: holds the clients' lock while it runs
+	if [ -n "$lock" ]; then
+		flock -w 600 "$lock" "$@"
+	else
+		"$@"
+	fi
+}
+
+# ---- devices: name ia server-wrap client-wrap host dat.conf ----
+devs=""
+add_dev() { # name ia swrap cwrap host conf
+	devs="$devs $1"
+	eval "ia_$1=\$2 swrap_$1=\$3 cwrap_$1=\$4 host_$1=\$5 conf_$1=\$6"
+}
+add_dev shm zdapl-shm "" "" 127.0.0.1 "$conf"
+grep -q '^zdapl-mlx5sim ' "$conf" && add_dev mlx5sim zdapl-mlx5sim "" "" 127.0.0.1 "$conf"
+
+tcp_line() { # ifname
+	echo "zdapl-tcp u2.0 nonthreadsafe default $lib dapl.2.0 \"tcp $1\" \"\""
+}
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && ip netns add "zdsoak-$$-s" 2>/dev/null; then
+	ns_s=zdsoak-$$-s ns_c=zdsoak-$$-c
+	ip netns add "$ns_c" &&
+		ip link add "zs$$s" type veth peer name "zs$$c" &&
+		ip link set "zs$$s" netns "$ns_s" && ip link set "zs$$c" netns "$ns_c" &&
+		ip -n "$ns_s" addr add 10.78.0.1/24 dev "zs$$s" &&
+		ip -n "$ns_c" addr add 10.78.0.2/24 dev "zs$$c" &&
+		ip -n "$ns_s" link set lo up && ip -n "$ns_c" link set lo up &&
+		ip -n "$ns_s" link set "zs$$s" up && ip -n "$ns_c" link set "zs$$c" up ||
+		{ echo "soak: could not set up the veth pair"; exit 1; }
+	tcp_line "zs$$s" >"$out/tcp-server.conf"
+	tcp_line "zs$$c" >"$out/tcp-client.conf"
+	sleep 1  # carrier
+	add_dev tcp zdapl-tcp "ip netns exec $ns_s env DAT_OVERRIDE=$out/tcp-server.conf" \
+		"ip netns exec $ns_c env DAT_OVERRIDE=$out/tcp-client.conf" 10.78.0.1 "$out/tcp-client.conf"
+	tcp_where="between network namespaces"
+else
+	tcp_line lo >"$out/tcp-lo.conf"
+	add_dev tcp zdapl-tcp "" "" 127.0.0.1 "$out/tcp-lo.conf"
+	tcp_where="over lo (no network namespaces here)"
+fi
+
+# ---- the long-lived servers ----
+port=46100
+for d in $devs; do
+	eval "ia=\$ia_$d sw=\$swrap_$d c=\$conf_$d"
+	# shellcheck disable=SC2086
+	DAT_OVERRIDE=$c $sw dapltest -T S -D "$ia" -n $port >"$out/server-$d.log" 2>&1 &
+	pid=$!
+	pids="$pids $pid"
+	eval "pid_$d=$pid port_$d=$port"
+	port=$((port + 100))
+done
+for d in $devs; do
+	eval "pid=\$pid_$d"
+	i=0
+	until grep -q "Service Point Ready" "$out/server-$d.log"; do
+		i=$((i + 1))
+		if [ $i -gt 100 ] || ! kill -0 "$pid" 2>/dev/null; then
+			echo "soak: the $d server did not come up"; cat "$out/server-$d.log"; exit 1
+		fi
+		sleep 0.1
+	done
+done
+echo "soak: $mins min on$devs (tcp $tcp_where); servers$(for d in $devs; do eval "printf ' %s=%s' $d \$pid_$d"; done)"
+
+# ---- sampling ----
+t0=$(now)
+echo "t_s,device,rss_kb,fds,threads,steps_ok,steps_failed" >"$out/samples.csv"
+echo "t_s,device,wqe_per_s,send_mb_per_s" >"$out/rate.csv"
+: >"$out/steps"
+sample() {
+	while :; do
+		t=$(($(now) - t0))
+		ok=$(grep -c ' ok$' "$out/steps")
+		bad=$(grep -c ' FAIL$' "$out/steps")
+		for d in $devs; do
+			eval "pid=\$pid_$d"
+			[ -d /proc/$pid ] || continue
+			rss=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$pid/status)
+			thr=$(sed -n 's/^Threads:[^0-9]*\([0-9]*\).*/\1/p' /proc/$pid/status)
+			fds=$(ls /proc/$pid/fd 2>/dev/null | wc -l)
+			echo "$t,$d,$rss,$fds,$thr,$ok,$bad" >>"$out/samples.csv"
+		done
+		sleep "$interval"
+	done
+}
+sample &
+sampler=$!
+pids="$pids $sampler"
+
+# ---- the steps ----
+step_done() { # device step rc [log]: a FAIL keeps the step's log
+	ts=$(($(now) - t0))
+	if [ "$3" = 0 ]; then r=ok; else r=FAIL; fi
+	echo "$ts $1 $2 $r" >>"$out/steps"
+	[ $r = ok ] && return
+	if [ $# -gt 3 ]; then
+		cp "$4" "$out/fail-$1-$2-$ts.log"
+		echo "soak: $1 $2 failed (rc $3) at $ts s, log in $out/fail-$1-$2-$ts.log"
+	else
+		echo "soak: $1 $2 failed (rc $3) at $ts s"
+	fi
+}
+
+trans() { # device: validated transaction test against the long-lived server
+	d=$1
+	eval "ia=\$ia_$d cw=\$cwrap_$d h=\$host_$d p=\$port_$d c=\$conf_$d"
+	# shellcheck disable=SC2086
+	DAT_OVERRIDE=$c locked timeout 120 $cw dapltest -T T -s "$h" -D "$ia" -n "$p" -i 400 -t 2 -w 2 -V \
+		client SR 1024 server SR 1024 client RW 4096 client RR 4096 >"$out/last-trans-$d.log" 2>&1
+	rc=$?
+	grep -q "End of Work -- Client Exiting" "$out/last-trans-$d.log" || rc=1
+	grep -q "[Ee]rror\|FAIL" "$out/last-trans-$d.log" && rc=2
+	if [ "$rc" = 0 ]; then
+		w=$(sed -n 's/^Total WQE *: *\([0-9.]*\).*/\1/p' "$out/last-trans-$d.log")
+		m=$(sed -n 's/^Total Send .*- *\([0-9.]*\) MB\/Sec.*/\1/p' "$out/last-trans-$d.log")
+		echo "$(($(now) - t0)),$d,${w:-0},${m:-0}" >>"$out/rate.csv"
+	fi
+	step_done "$d" trans "$rc" "$out/last-trans-$d.log"
+}
+
+# A long client against the server, then @sig (KILL, or STOP and later
+# KILL); the server must live on (the next trans checks it serves).
+hostile() { # device how
+	d=$1
+	eval "ia=\$ia_$d cw=\$cwrap_$d h=\$host_$d p=\$port_$d c=\$conf_$d spid=\$pid_$d"
+	# shellcheck disable=SC2086
+	DAT_OVERRIDE=$c $cw dapltest -T T -s "$h" -D "$ia" -n "$p" -i 100000000 -t 1 -w 2 \
+		client SR 1024 server SR 1024 >/dev/null 2>&1 &
+	v=$!
+	sleep 1
+	if [ "$2" = stop ]; then
+		kill -STOP "$v" 2>/dev/null
+		sleep $((ZDAPL_PEER_TIMEOUT_MS / 1000 + 2))
+	fi
+	kill -9 "$v" 2>/dev/null
+	wait "$v" 2>/dev/null
+	kill -0 "$spid" 2>/dev/null
+	step_done "$d" "$2" $?
+}
+
+interop() { # device script args...
+	d=$1 script=$2
+	shift 2
+	eval "ia=\$ia_$d sw=\$swrap_$d cw=\$cwrap_$d h=\$host_$d c=\$conf_$d"
+	INTEROP_SERVER_WRAP=$sw INTEROP_CLIENT_WRAP=$cw INTEROP_HOST=$h \
+		locked sh "$top/tests/interop/$script" "$c" "$ia" "$@" >"$out/last-$script-$d.log" 2>&1
+	step_done "$d" "${script%.sh}" $? "$out/last-$script-$d.log"
+}
+
+end=$((t0 + mins * 60))
+round=0
+while [ "$(now)" -lt $end ]; do
+	round=$((round + 1))
+	for d in $devs; do
+		[ "$(now)" -lt $end ] || break
+		trans "$d"
+		hostile "$d" kill
+		[ $((round % 4)) = 0 ] && hostile "$d" stop
+		trans "$d"
+		interop "$d" dtest.sh
+		interop "$d" dtestcm.sh 200
+	done
+done
+
+# ---- the end: servers quit, flatness, summary, plot ----
+sleep "$interval"
+kill "$sampler" 2>/dev/null
+wait "$sampler" 2>/dev/null
+fail=0
+for d in $devs; do
+	eval "ia=\$ia_$d cw=\$cwrap_$d h=\$host_$d p=\$port_$d c=\$conf_$d pid=\$pid_$d"
+	if ! kill -0 "$pid" 2>/dev/null; then
+		echo "soak: the $d server died"; tail -20 "$out/server-$d.log"; fail=1; continue
+	fi
+	# shellcheck disable=SC2086
+	DAT_OVERRIDE=$c locked timeout 30 $cw dapltest -T Q -s "$h" -D "$ia" -n "$p" >/dev/null 2>&1
+	i=0
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "soak: the $d server did not quit"; fail=1
+	else
+		wait "$pid"; rc=$?
+		[ $rc = 0 ] || { echo "soak: the $d server exited $rc"; fail=1; }
+	fi
+done
+
+awk -F, -v mins="$mins" '
+NR == 1 { next }
+{ n[$2]++; t[$2, n[$2]] = $1; rss[$2, n[$2]] = $3; fds[$2, n[$2]] = $4; thr[$2, n[$2]] = $5; last = $1 }
+function mx(a, d, from, to,   i, m) { m = 0; for (i = from; i <= to; i++) if (a[d, i] + 0 > m) m = a[d, i] + 0; return m }
+END {
+	bad = 0
+	for (d in n) {
+		# warm-up: the first fifth of the samples
+		w = int(n[d] / 5) + 1; k = int((n[d] - w + 1) / 3)
+		if (k < 1) { printf "%-8s too few samples (%d)\n", d, n[d]; bad = 1; continue }
+		r1 = mx(rss, d, w, w + k - 1); r3 = mx(rss, d, n[d] - k + 1, n[d])
+		f1 = mx(fds, d, w, w + k - 1); f3 = mx(fds, d, n[d] - k + 1, n[d])
+		h1 = mx(thr, d, w, w + k - 1); h3 = mx(thr, d, n[d] - k + 1, n[d])
+		ok = r3 <= r1 * 1.10 + 2048 && f3 <= f1 + 4 && h3 <= h1 + 2
+		printf "%-8s server: RSS %d -> %d KiB, fds %d -> %d, threads %d -> %d (max of the first and last third after warm-up, %d samples): %s\n", d, r1, r3, f1, f3, h1, h3, n[d], ok ? "flat" : "GROWS"
+		if (!ok) bad = 1
+	}
+	exit bad
+}' "$out/samples.csv" || fail=1
+
+ok=$(grep -c ' ok$' "$out/steps")
+bad=$(grep -c ' FAIL$' "$out/steps")
+for d in $devs; do
+	for s in trans kill stop dtest dtestcm; do
+		n=$(grep -c " $d $s ok$" "$out/steps")
+		f=$(grep -c " $d $s FAIL$" "$out/steps")
+		[ $((n + f)) -gt 0 ] && printf '%s %s: %d ok, %d failed; ' "$d" "$s" "$n" "$f"
+	done
+	awk -F, -v d="$d" '$2 == d { s += $3; c++; if (!m || $3 < m) m = $3; if ($3 > x) x = $3 }
+		END { if (c) printf "trans rate %.0f WQE/s mean (min %.0f, max %.0f)", s / c, m, x }' "$out/rate.csv"
+	echo
+done
+[ "$bad" = 0 ] || fail=1
+sh "$top/tools/soak_plot.sh" "$out" >/dev/null 2>&1 && echo "soak: plot $out/soak.png"
+echo "soak: $round rounds in $(($(now) - t0)) s, $ok steps ok, $bad failed: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+exit $fail
