@@ -6,7 +6,7 @@ pkgs="gcc make pkg-config meson ninja-build dpkg-dev
 libdapl-dev libdapl2 dapl2-utils
 libibverbs-dev ibverbs-providers
 liburcu-dev libcriterion-dev
-iproute2
+iproute2 gnuplot-nox
 clang libclang-rt-dev"
 missing=""
 for p in $pkgs; do
