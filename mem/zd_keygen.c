@@ -14,7 +14,7 @@
 #define ZD_KEYGEN_NIL UINT32_MAX
 
 struct zd_keygen_slot {
-	uint32_t gen;  /* of the live key, or of the next one */
+	uint32_t ctr;  /* generation counter of the live key, or of the next one */
 	uint32_t next; /* release FIFO link */
 	bool     live;
 };
@@ -24,22 +24,94 @@ struct zd_keygen {
 	unsigned               idx_bits;
 	uint32_t               gen_max;   /* generations run 1..gen_max */
 	uint32_t               nidx;      /* indices available */
-	struct zd_keygen_slot *slot;
+	struct zd_keygen_slot *slot;      /* by dense index */
 	uint32_t               nslot;     /* indices handed out at least once */
 	uint32_t               cap;
 	uint32_t               head, tail, nfree; /* released, oldest first */
-	uint64_t               rnd;
+	uint64_t               rnd;       /* xorshift state: first counters */
+	uint64_t               idx_key[ZD_KEYGEN_ROUNDS]; /* secret round keys */
+	uint64_t               gen_key[ZD_KEYGEN_ROUNDS];
 };
 
-static uint32_t zd_keygen_rand_gen(struct zd_keygen *kg)
+static uint32_t zd_keygen_rand_ctr(struct zd_keygen *kg)
 {
-	/* xorshift64*: cheap, and only has to make generations unpredictable
-	 * enough that keys are not trivially guessed. */
+	/* xorshift64*: only spreads first counters; the keys' secrecy is
+	 * the permutations' round keys. */
 	kg->rnd ^= kg->rnd >> 12;
 	kg->rnd ^= kg->rnd << 25;
 	kg->rnd ^= kg->rnd >> 27;
 	return (uint32_t)((kg->rnd * 0x2545f4914f6cdd1dull) >> 32) %
 	       kg->gen_max + 1;
+}
+
+/* splitmix64's finaliser: the Feistel round function. */
+static uint64_t zd_keygen_mix(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/*
+ * A keyed permutation of [0, 2^bits): balanced Feistel rounds over the
+ * next even width, cycle-walked back into the domain (at most a few
+ * steps: the domain is at least half the width).  @tweak picks one of
+ * many permutations (each index's own sequence of generations).
+ */
+static uint32_t zd_keygen_perm(const uint64_t *rk, unsigned bits, uint64_t tweak, uint32_t x,
+			       bool inverse)
+{
+	unsigned half = (bits + 1) / 2;
+	uint32_t hmask = (1u << half) - 1;
+
+	do {
+		uint32_t l = x >> half, r = x & hmask;
+
+		for (int i = 0; i < ZD_KEYGEN_ROUNDS; i++) {
+			int k = inverse ? ZD_KEYGEN_ROUNDS - 1 - i : i;
+			uint32_t f;
+
+			if (!inverse) {
+				f = (uint32_t)zd_keygen_mix(rk[k] ^ tweak ^ r) & hmask;
+				uint32_t t = r;
+				r = l ^ f;
+				l = t;
+			} else {
+				f = (uint32_t)zd_keygen_mix(rk[k] ^ tweak ^ l) & hmask;
+				uint32_t t = l;
+				l = r ^ f;
+				r = t;
+			}
+		}
+		x = l << half | r;
+	} while (x >> bits);
+	return x;
+}
+
+/* Public index of dense slot @idx, and back. */
+static uint32_t zd_keygen_pub(const struct zd_keygen *kg, uint32_t idx)
+{
+	return zd_keygen_perm(kg->idx_key, kg->idx_bits, 0, idx, false);
+}
+
+static uint32_t zd_keygen_dense(const struct zd_keygen *kg, uint32_t pub)
+{
+	return zd_keygen_perm(kg->idx_key, kg->idx_bits, 0, pub, true);
+}
+
+/* Generation (1..gen_max) of counter @ctr at public index @pub: a
+ * permutation of the counters per index, so the gen_max generations an
+ * index goes through are all distinct, yet none follows from another. */
+static uint32_t zd_keygen_gen(const struct zd_keygen *kg, uint32_t pub, uint32_t ctr)
+{
+	uint32_t g = ctr;
+
+	/* cycle-walk [1, gen_max] inside [0, gen_max]: skip 0 */
+	do
+		g = zd_keygen_perm(kg->gen_key, 32 - kg->idx_bits, (uint64_t)pub << 32 | 1, g,
+				   false);
+	while (!g);
+	return g;
 }
 
 struct zd_keygen *zd_keygen_create(unsigned idx_bits)
@@ -66,6 +138,16 @@ struct zd_keygen *zd_keygen_create(unsigned idx_bits)
 			  (uintptr_t)kg;
 	}
 	kg->rnd |= 1; /* xorshift state must not be 0 */
+	if (getrandom(kg->idx_key, sizeof(kg->idx_key), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(kg->idx_key) ||
+	    getrandom(kg->gen_key, sizeof(kg->gen_key), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(kg->gen_key)) {
+		/* No entropy yet (early boot): derive from the seed above. */
+		for (int i = 0; i < ZD_KEYGEN_ROUNDS; i++) {
+			kg->idx_key[i] = zd_keygen_mix(kg->rnd + 2 * (uint64_t)i);
+			kg->gen_key[i] = zd_keygen_mix(kg->rnd + 2 * (uint64_t)i + 1);
+		}
+	}
 	return kg;
 }
 
@@ -105,7 +187,7 @@ static int zd_keygen_pick(struct zd_keygen *kg, uint32_t *idx)
 		kg->cap = cap;
 	}
 	*idx = kg->nslot++;
-	kg->slot[*idx].gen = zd_keygen_rand_gen(kg);
+	kg->slot[*idx].ctr = zd_keygen_rand_ctr(kg);
 	return 0;
 }
 
@@ -117,9 +199,11 @@ int zd_keygen_get(struct zd_keygen *kg, uint32_t *key)
 	pthread_mutex_lock(&kg->lock);
 	rc = zd_keygen_pick(kg, &idx);
 	if (!rc) {
+		uint32_t pub = zd_keygen_pub(kg, idx);
+
 		kg->slot[idx].live = true;
 		/* gen >= 1: never 0 */
-		*key = kg->slot[idx].gen << kg->idx_bits | idx;
+		*key = zd_keygen_gen(kg, pub, kg->slot[idx].ctr) << kg->idx_bits | pub;
 	}
 	pthread_mutex_unlock(&kg->lock);
 	return rc;
@@ -127,7 +211,8 @@ int zd_keygen_get(struct zd_keygen *kg, uint32_t *key)
 
 int zd_keygen_put(struct zd_keygen *kg, uint32_t key)
 {
-	uint32_t idx = zd_keygen_index(kg, key);
+	uint32_t pub = zd_keygen_index(kg, key);
+	uint32_t idx = zd_keygen_dense(kg, pub);
 	uint32_t gen = key >> kg->idx_bits;
 	struct zd_keygen_slot *s;
 	int rc = -EINVAL;
@@ -136,10 +221,10 @@ int zd_keygen_put(struct zd_keygen *kg, uint32_t key)
 	if (idx >= kg->nslot)
 		goto out;
 	s = &kg->slot[idx];
-	if (!s->live || s->gen != gen)
+	if (!s->live || zd_keygen_gen(kg, pub, s->ctr) != gen)
 		goto out;
 	s->live = false;
-	s->gen = gen == kg->gen_max ? 1 : gen + 1;
+	s->ctr = s->ctr == kg->gen_max ? 1 : s->ctr + 1;
 	s->next = ZD_KEYGEN_NIL;
 	if (kg->tail == ZD_KEYGEN_NIL)
 		kg->head = idx;

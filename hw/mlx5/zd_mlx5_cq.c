@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "core/zd_cm.h"
 #include "core/zd_ia.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
@@ -350,6 +351,10 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 	if (ZD_UNLIKELY(!qp))
 		return 0;  /* a QP destroyed (or reset) since: drop */
 	st = ZD_UNLIKELY(ci.error) ? zd_mlx5_syndrome_status(ci.syndrome) : DAT_DTO_SUCCESS;
+	/* An error other than a flush put the QP in error: its connection
+	 * ends too (BROKEN on both sides), as the shm and tcp devices do. */
+	if (ZD_UNLIKELY(st != DAT_DTO_SUCCESS && st != DAT_DTO_ERR_FLUSHED) && qp->ep)
+		zd_cm_dev_broken(qp->ep);
 	if (ci.requester) {
 		struct zd_mlx5_sq_wr *wr = &qp->sq.wr[ci.wqe_counter & qp->sq.mask];
 		struct zd_mlx5_sq_wr w;

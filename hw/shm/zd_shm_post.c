@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "core/zd_cm.h"
 #include "core/zd_ia.h"
 #include "core/zd_dto_entry.h"
 #include "core/zd_ep.h"
@@ -46,9 +47,14 @@
  * attributes: stock clients leave those 0 or small and still expect
  * larger transfers to work, as they do on verbs. */
 
+/* A QP in error never carries traffic again: its connection ends too
+ * (BROKEN on both sides, through the CM: zd_cm_dev_broken), so a peer
+ * that tries wrong keys pays a connection for each try. */
 static inline void qp_set_error(struct zd_shm_qp *qp)
 {
-	atomic_store_explicit(&qp->error, 1, memory_order_relaxed);
+	/* relaxed: the flag alone; the CM acts later, under its own lock. */
+	if (!atomic_exchange_explicit(&qp->error, 1, memory_order_relaxed))
+		zd_cm_dev_broken(qp->ep);
 }
 
 static ZD_ALWAYS_INLINE void req_complete(struct zd_shm_qp *qp, DAT_DTO_COOKIE cookie, int st,

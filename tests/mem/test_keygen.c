@@ -16,6 +16,11 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static void qsort_u32(uint32_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u32);
+}
+
 Test(keygen, bad_bits)
 {
 	cr_assert_null(zd_keygen_create(8));
@@ -138,4 +143,69 @@ Test(keygen, threads)
 	/* A put of a key someone else holds would fail: keys were unique. */
 	cr_assert_eq(atomic_load(&terr), 0);
 	zd_keygen_destroy(tkg);
+}
+
+/* Keys are unpredictable (issue 15): over 200,000 keys of a 20-bit
+ * generator (the IAs'), none repeats, every one of the 32 bits is set in
+ * about half of them, consecutive keys show no common step, and a key
+ * reissued at a slot says nothing of the next there. */
+Test(keygen, unpredictable)
+{
+	enum { N = 200000 };
+	struct zd_keygen *kg = zd_keygen_create(20);
+	uint32_t *k = malloc(N * sizeof(*k)), *delta = malloc(N * sizeof(*delta));
+	unsigned ones[32] = { 0 }, same_delta = 0, linear_hits = 0;
+
+	cr_assert(kg && k && delta);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(zd_keygen_get(kg, &k[i]), 0);
+		for (int b = 0; b < 32; b++)
+			ones[b] += k[i] >> b & 1;
+		if (i)
+			delta[i - 1] = k[i] - k[i - 1];
+		/* the best linear guess: the last step again */
+		if (i >= 2 && k[i] == 2 * k[i - 1] - k[i - 2])
+			linear_hits++;
+	}
+	for (int b = 0; b < 32; b++)  /* 50% +- 1% (the binomial sd is 0.11%) */
+		cr_assert(ones[b] > N / 100 * 49 && ones[b] < N / 100 * 51,
+			  "bit %d set in %u of %d keys", b, ones[b], N);
+	/* no repeats */
+	qsort_u32(k, N);
+	for (int i = 1; i < N; i++)
+		cr_assert_neq(k[i], k[i - 1]);
+	qsort_u32(delta, N - 1);
+	for (int i = 1; i < N - 1; i++)
+		same_delta += delta[i] == delta[i - 1];
+	/* random 32-bit steps: about N^2 / 2^33 = 5 equal pairs expected */
+	cr_assert_lt(same_delta, 100, "%u consecutive-key steps repeat", same_delta);
+	cr_assert_lt(linear_hits, 10);
+	free(k);
+	free(delta);
+	zd_keygen_destroy(kg);
+}
+
+/* A released key's slot comes back with a generation that is neither the
+ * old one nor a fixed step from it. */
+Test(keygen, reissue_unpredictable)
+{
+	struct zd_keygen *kg = zd_keygen_create(9);
+	uint32_t keys[512], k, steps[256];
+	unsigned same = 0;
+
+	for (int i = 0; i < 512; i++)
+		cr_assert_eq(zd_keygen_get(kg, &keys[i]), 0);
+	for (int i = 0; i < 256; i++) {
+		cr_assert_eq(zd_keygen_put(kg, keys[i]), 0);
+		cr_assert_eq(zd_keygen_get(kg, &k), 0);  /* full: that slot at once */
+		cr_assert_eq(zd_keygen_index(kg, k), zd_keygen_index(kg, keys[i]));
+		cr_assert_neq(k, keys[i]);
+		steps[i] = (k >> 9) - (keys[i] >> 9);
+	}
+	qsort_u32(steps, 256);
+	for (int i = 1; i < 256; i++)
+		same += steps[i] == steps[i - 1];
+	/* 23-bit generations: a repeated step is rare */
+	cr_assert_lt(same, 8, "%u generation steps repeat", same);
+	zd_keygen_destroy(kg);
 }
