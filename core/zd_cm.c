@@ -31,6 +31,12 @@ struct zd_cm zd_cm = {
 	.wake = { .kind = ZD_CM_SOCK_WAKE, .fd = -1 },
 };
 
+/* A descriptor kept in reserve: when the process has no other left, a
+ * listener gives it up to accept and close what waits in its backlog,
+ * which would otherwise wake epoll forever (the requesters see their
+ * connection closed instead of hanging). */
+static int spare_fd = -1;
+
 /* Open listeners, so a forked child can close what it inherited. */
 static struct zd_cm_listener *listeners[ZD_CM_MAX_LISTENERS];
 static unsigned nlisteners;
@@ -210,6 +216,8 @@ int zd_cm_start(void)
 			return -1;
 		}
 	}
+	if (spare_fd < 0)
+		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (zd_cm.running)
 		return 0;
 	/* The thread takes no signals: they belong to the application. */
@@ -454,6 +462,15 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_
 	return DAT_SUCCESS;
 }
 
+/* @c no longer counts as waiting for its REQ on its listener. */
+static void conn_unwait(struct zd_cm_conn *c)
+{
+	if (c->waits_on) {
+		c->waits_on->waiting--;
+		c->waits_on = NULL;
+	}
+}
+
 void zd_cm_listener_close(struct zd_cm_listener *l)
 {
 	if (l->sock.zombie)
@@ -468,6 +485,8 @@ void zd_cm_listener_close(struct zd_cm_listener *l)
 	 * it comes; pending CRs live on without it. */
 	for (struct zd_cm_conn *c = zd_cm.conns.next; c != &zd_cm.conns; c = c->next)
 		if (c->listener == l) {
+			if (c->waits_on == l)
+				conn_unwait(c);
 			c->listener = NULL;
 			if (!c->cr && !c->ep)
 				c->ia = NULL;  /* nothing of the IA holds it now */
@@ -513,6 +532,7 @@ static void conn_update_events(struct zd_cm_conn *c)
 /* Unties @c from its EP, CR and listener (under the lock). */
 static void conn_detach(struct zd_cm_conn *c)
 {
+	conn_unwait(c);
 	zd_cm_liveness_leave(c);
 	if (c->ep && c->ep->cm_conn == c)
 		zd_ep_set_cm_conn(c->ep, NULL);
@@ -874,6 +894,7 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	case ZD_CM_MSG_UD_REQ:
 		if (c->state != ZD_CONN_WAIT_REQ)
 			break;
+		conn_unwait(c);
 		zd_cm_passive_on_req(c, h, body);
 		return;
 	case ZD_CM_MSG_MRA:
@@ -885,6 +906,7 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	case ZD_CM_MSG_QUERY:
 		if (c->state != ZD_CONN_WAIT_REQ)
 			break;
+		conn_unwait(c);
 		zd_cm_passive_on_query(c, h);
 		return;
 	case ZD_CM_MSG_REP:
@@ -1029,6 +1051,13 @@ static void conn_event(struct zd_cm_conn *c, uint32_t events)
 	}
 }
 
+/* A connection refused at accept (no descriptor, too many waiting). */
+static void conn_count_listener(const struct zd_cm_listener *l)
+{
+	if (l->ia)
+		zd_count_ia(&l->ia->cnt, DCNT_IA_CM_ERR_REJ_TX);
+}
+
 static void listener_event(struct zd_cm_listener *l)
 {
 	for (;;) {
@@ -1039,8 +1068,29 @@ static void listener_event(struct zd_cm_listener *l)
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct zd_cm_conn *c;
 
-		if (fd < 0)
+		if (fd < 0) {
+			if ((errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+				/* No descriptor left: refuse the oldest waiting
+				 * connection rather than be woken for it forever. */
+				close(spare_fd);
+				fd = accept4(l->sock.fd, NULL, NULL, SOCK_CLOEXEC);
+				if (fd >= 0)
+					close(fd);
+				spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+				if (fd >= 0) {
+					conn_count_listener(l);
+					continue;
+				}
+			}
 			return;  /* EAGAIN, or a transient error the next wakeup retries */
+		}
+		/* A flood of connections that never send a REQ (each would
+		 * hold a descriptor for ZD_CM_WAIT_REQ_NS) is cut at a bound. */
+		if (l->waiting >= ZD_CM_MAX_WAITING) {
+			close(fd);
+			conn_count_listener(l);
+			continue;
+		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		zd_cm_sock_keepalive(fd);
 		c = conn_new(fd, ZD_CONN_WAIT_REQ);
@@ -1050,6 +1100,8 @@ static void listener_event(struct zd_cm_listener *l)
 		}
 		c->peer = peer;
 		c->listener = l;
+		c->waits_on = l;
+		l->waiting++;
 		c->ia = l->ia;
 		c->conn_qual = l->qual;
 		c->deadline = zd_cm_now() + ZD_CM_WAIT_REQ_NS;

@@ -45,6 +45,7 @@ struct zd_evd;
 #define ZD_CM_LINGER_NS           (1ull * 1000 * 1000 * 1000)  /* last frame still unsent */
 #define ZD_CM_IDLE_EXIT_NS        (500ull * 1000 * 1000)   /* thread exits when idle */
 #define ZD_CM_BACKLOG             4096                     /* pending CRs per PSP */
+#define ZD_CM_MAX_WAITING         ZD_CM_BACKLOG            /* sockets without a REQ yet, per listener */
 #define ZD_CM_MAX_LISTENERS       4096                     /* per process */
 #define ZD_CM_QUERY_MS            250    /* a port's holder answers QUERY (zd_cm_listen) */
 #define ZD_CM_MRA_NS              (3000ull * 1000 * 1000)  /* REQ sent, MRA due (zd_cm_wire.h); generous: a requester that gives up on a slow but live CM leaves it a CR nobody will complete */
@@ -91,6 +92,7 @@ struct zd_cm_listener {
 	struct in_addr addr;             /* bound to (INADDR_ANY: shm) */
 	uint16_t port;                   /* one of qual's probe ports (zd_conn_qual.h) */
 	uint32_t pending;                /* CRs not yet accepted or rejected */
+	uint32_t waiting;                /* accepted sockets with no REQ yet */
 };
 
 enum zd_cm_conn_state {
@@ -113,6 +115,7 @@ struct zd_cm_conn {
 	struct zd_ep *ep;                /* the EP it connects (active; passive after accept) */
 	struct zd_cr *cr;                /* passive: the CR while the consumer decides */
 	struct zd_cm_listener *listener; /* passive: where it arrived, while open */
+	struct zd_cm_listener *waits_on; /* passive: counted in its waiting, no REQ yet */
 	/* The IA it serves, for the IA's CM counters (zd_counters.h): set
 	 * with its EP or listener, NULL once it closes or nothing of that IA
 	 * holds it any more (the IA may be gone). */
