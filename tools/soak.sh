@@ -41,9 +41,14 @@ for prog in dapltest dtest dtestcm; do
 	command -v $prog >/dev/null || { echo "SKIP: $prog not installed (dapl2-utils)"; exit 77; }
 done
 [ -f "$conf" ] || { echo "soak: no $conf (build first)"; exit 1; }
-lib=$(sed -n 's/^zdapl-shm .* default \([^ ]*\) .*/\1/p' "$conf")
 rm -rf "$out"
 mkdir -p "$out" || exit 1
+# The run uses a copy of the library: a rebuild meanwhile changes nothing
+# under the long-lived servers.
+cp "$(sed -n 's/^zdapl-shm .* default \([^ ]*\) .*/\1/p' "$conf")" "$out/libzdapl.so" || exit 1
+lib=$out/libzdapl.so
+sed "s|default [^ ]*libzdapl[^ ]* |default $lib |" "$conf" >"$out/dat.conf"
+conf=$out/dat.conf
 pids=""
 ns_s="" ns_c=""
 

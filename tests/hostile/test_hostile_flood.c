@@ -15,14 +15,13 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
-#include "dat_peer.h"
+#include "hostile.h"
 #include "core/zd_cm.h"
 
 #define EXTRA 500      /* REQs past the backlog */
 #define IDLE 5000      /* connections without a REQ */
 #define LEGIT 3        /* a real client's connects during each flood */
 
-static const struct peer_dev shm = { .ia = "zdapl-shm" };
 
 static void raise_nofile(void)
 {
@@ -44,20 +43,6 @@ static int count_fds(void)
 		n++;
 	closedir(d);
 	return n - 2;  /* . and .. */
-}
-
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
 }
 
 /* The flooder: mode 0, BACKLOG + EXTRA REQs, each socket closed after its
@@ -210,9 +195,9 @@ Test(hostile_flood, shm, .timeout = 120)
 	req_flood(&s);
 	/* The consumer was told its CR EVD overflowed. */
 	CHK(wait_ev(s.p.n.async, 0, &ev) == DAT_ASYNC_ERROR_EVD_OVERFLOW);
-	rss1 = rss_kb();
+	rss1 = proc_status("VmRSS");
 	req_flood(&s);
-	rss2 = rss_kb();
+	rss2 = proc_status("VmRSS");
 	fprintf(stderr, "RSS after the first flood %ld KiB, after the second %ld KiB\n", rss1, rss2);
 	CHK(rss2 <= rss1 + 1024);
 

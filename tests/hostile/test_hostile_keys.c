@@ -10,14 +10,11 @@
  */
 #include <sys/random.h>
 
-#include "dat_peer.h"
+#include "hostile.h"
 
 #define GUESSES 8
 #define NKEYS 2000
 
-static const struct peer_dev shm = { .ia = "zdapl-shm" };
-static const struct peer_dev tcp = { .ia = "zdapl-tcp-lo" };
-static const struct peer_dev mlx5sim = { .ia = "zdapl-mlx5sim" };
 
 TestSuite(hostile_keys, .timeout = 120);
 

@@ -11,31 +11,14 @@
  * and the server's memory does not grow with the flood.  What each
  * device does is printed (README "Reliability").
  */
-#include "dat_peer.h"
+#include "hostile.h"
 
 #define RECVS 8
 #define FLOOD_MS 1500
 #define MSG 256
 
-static const struct peer_dev shm = { .ia = "zdapl-shm" };
-static const struct peer_dev tcp = { .ia = "zdapl-tcp-lo" };
-static const struct peer_dev mlx5sim = { .ia = "zdapl-mlx5sim" };
 
 TestSuite(hostile_nodeq, .timeout = 60);
-
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
-}
 
 /* The client's tally, sent to the server. */
 struct tally {
@@ -100,13 +83,13 @@ static void nodeq_case(const struct peer_dev *dev)
 	server_start(&p, dev, 0, c_flood, &j);
 	post_recvs(&p, p.ep, RECVS, 0, MSG, MSG, 0);
 	server_up(&p);
-	rss0 = rss_kb();
+	rss0 = proc_status("VmRSS");
 	msg_send(p.fd, 1);
 	t.posted = msg_recv(p.fd, 20000);
 	t.refused = msg_recv(p.fd, 1000);
 	t.ok = msg_recv(p.fd, 1000);
 	t.err = msg_recv(p.fd, 1000);
-	rss1 = rss_kb();
+	rss1 = proc_status("VmRSS");
 	fprintf(stderr, "%s, a receiver with %d receives that never dequeues: %u sends posted, "
 			"%u posts refused (send queue full), %u completed, %u in error; server RSS "
 			"%ld -> %ld KiB\n",

@@ -14,14 +14,11 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-#include "dat_peer.h"
+#include "hostile.h"
 
 #define TIMEOUT_MS 600
 #define NEPS 4  /* several connections to one peer process: one group */
 
-static const struct peer_dev shm = { .ia = "zdapl-shm" };
-static const struct peer_dev tcp = { .ia = "zdapl-tcp-lo" };
-static const struct peer_dev mlx5sim = { .ia = "zdapl-mlx5sim" };
 
 /* Criterion runs each test in a process of its own: the variable is read
  * there, at the first connection. */
