@@ -67,6 +67,10 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 now() { date +%s; }
+# Line-buffered client output: a client killed by its timeout (a hang)
+# still shows how far it got.
+linebuf=""
+command -v stdbuf >/dev/null && linebuf="stdbuf -oL -eL"
 locked() { # cmd...: holds the clients' lock while it runs
 	if [ -n "$lock" ]; then
 		flock -w 600 "$lock" "$@"
@@ -176,7 +180,7 @@ trans() { # device: validated transaction test against the long-lived server
 	d=$1
 	eval "ia=\$ia_$d cw=\$cwrap_$d h=\$host_$d p=\$port_$d c=\$conf_$d"
 	# shellcheck disable=SC2086
-	DAT_OVERRIDE=$c locked timeout 120 $cw dapltest -T T -s "$h" -D "$ia" -n "$p" -i 400 -t 2 -w 2 -V \
+	DAT_OVERRIDE=$c locked timeout 60 $cw $linebuf dapltest -T T -s "$h" -D "$ia" -n "$p" -i 400 -t 2 -w 2 -V \
 		client SR 1024 server SR 1024 client RW 4096 client RR 4096 >"$out/last-trans-$d.log" 2>&1
 	rc=$?
 	grep -q "End of Work -- Client Exiting" "$out/last-trans-$d.log" || rc=1
