@@ -308,6 +308,10 @@ struct zd_shm_qp {
 	_Atomic uint32_t error;           /* flushed: every DTO completes flushed */
 	_Atomic uint32_t flushed_rq;      /* the receive side was flushed once */
 	_Atomic uint32_t flushed;         /* qp_flush ran since create/reset */
+	/* An SRQ EP's "last WQE reached" event (DAT_ASYNC_ERROR_EP_BROKEN)
+	 * is due once the messages waiting for buffers were taken
+	 * (zd_shm_qp_recv_settle). */
+	_Atomic uint32_t last_wqe_due;
 
 	/* ---- as target: own region, consumed by the recv CQ's poller ---- */
 	struct zd_soft_region region;
@@ -522,8 +526,39 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget);
 DAT_COUNT zd_shm_qp_recv_held(struct zd_shm_qp *qp);
 /* The device's rq_counts op (zd_device.h). */
 zd_device_rq_counts_fn zd_shm_rq_counts;
-/* Flushes every outstanding receive of @qp into its recv CQ (any thread). */
+/* Flushes every outstanding receive of @qp into its recv CQ (any thread),
+ * whether or not messages wait for them (QP reset, a corrupt peer, the
+ * QP going away); a QP in error otherwise settles (below). */
 void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final);
+/*
+ * The receive side of @qp in error (any thread).  A message its peer
+ * delivered before the error (into the eager ring: its send completed)
+ * still fills a receive, posted before the error or after it, in order;
+ * only once no message waits in the QP's completion ring do the posted
+ * receives flush (and an SRQ EP's "last WQE reached" event go out).  So
+ * whoever may find that ring drained calls this after the error is set:
+ * qp_flush, post_recv (a receive posted in error), the reaper (it drained
+ * the ring).  Each of them stores, then a seq_cst fence, then loads:
+ *   flusher:  error            | fence | comp_head, comp_tail (here)
+ *   reaper:   comp_head        | fence | error (zd_shm_qp_reap)
+ *   poster:   rq_posted        | fence | error (zd_shm_post_recv)
+ *   sender:   comp_tail        | fence | error (exec_send, eager)
+ * so a drained ring seen here has no message behind it that the flusher
+ * missed: the reaper comes back, the poster settles itself, and a
+ * sender that sees the error completes flushed.
+ */
+void zd_shm_qp_recv_settle(struct zd_shm_qp *qp);
+/* Whether messages of @qp's peer wait in its completion ring (after the
+ * caller's seq_cst fence): never for a corrupt peer's, taken no more. */
+static inline bool zd_shm_qp_msgs_waiting(struct zd_shm_qp *qp)
+{
+	if (qp->ud || atomic_load_explicit(&qp->flushed_rq, memory_order_relaxed))
+		return false;
+	/* acquire: pairs with the reaper's release store of comp_head: the
+	 * entries before it were taken (their receives are DONE or FREE). */
+	return atomic_load_explicit(&qp->own->comp_head, memory_order_acquire) !=
+	       atomic_load_explicit(&qp->own->comp_tail, memory_order_relaxed);
+}
 
 /* ---- zd_shm_srq.c ---- */
 zd_device_srq_create_fn zd_shm_srq_create;

@@ -283,7 +283,8 @@ static ZD_ALWAYS_INLINE bool cq_ring_usable(const struct zd_shm_qp *qp, unsigned
 /* A receive completion of @qp for its peer's recv CQ: into CQE @e (claimed
  * already, with the message inline when @inl), or a CQE claimed now if
  * cq_ring_usable, else, or when the CQ ring has no slot at once, into the
- * QP's own ring, raising the CQ ring's fallback flag. */
+ * QP's own ring, raising the CQ ring's fallback flag.  Ends with a seq_cst
+ * fence (zd_shm_peer_ring), which eager_sent_status relies on. */
 static void comp_publish(struct zd_shm_qp *qp, struct zd_shm_cqe *e, uint64_t pos, uint8_t inl,
 			 unsigned type, uint32_t len, int status, uint64_t rpos, uint32_t imm,
 			 DAT_COMPLETION_FLAGS flags, uint64_t comp_head)
@@ -376,15 +377,28 @@ static ZD_ALWAYS_INLINE struct zd_shm_rq_slot *recv_claim(struct zd_shm_qp *qp, 
 	return slot;
 }
 
-/* A claimed receive is filled: DONE (its completion entry follows). */
-static ZD_ALWAYS_INLINE void recv_filled(struct zd_shm_rq_slot *slot, uint64_t pos, uint32_t tag)
+/* A claimed receive is filled: DONE (its completion entry follows);
+ * false when the target flushed it meanwhile (its QP went to error: the
+ * receive completed flushed there, so the send must not succeed). */
+static ZD_ALWAYS_INLINE bool recv_filled(struct zd_shm_rq_slot *slot, uint64_t pos, uint32_t tag)
 {
 	uint64_t w = zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_TAKEN);
 
 	/* release: the data is in place before the slot reads DONE. */
-	atomic_compare_exchange_strong_explicit(&slot->state, &w,
+	return atomic_compare_exchange_strong_explicit(&slot->state, &w,
 			zd_shm_slot_word(pos, tag, ZD_SHM_SLOT_DONE),
 			memory_order_release, memory_order_relaxed);
+}
+
+/* After an eager message's comp_publish, whose last step is a seq_cst
+ * fence (zd_shm_peer_ring): the sender's side of the settle pairs
+ * (zd_shm_qp_recv_settle).  The target's flush either saw this message
+ * waiting (it keeps a receive for it), or we see its error here: the
+ * message may then meet no receive, and its send completes flushed. */
+static ZD_ALWAYS_INLINE int eager_sent_status(const struct zd_shm_qp *qp, int st)
+{
+	return ZD_UNLIKELY(atomic_load_explicit(&qp->remote->error, memory_order_relaxed))
+	       ? DAT_DTO_ERR_FLUSHED : st;
 }
 
 /* The target's room for one more message: a completion entry, RNR if
@@ -462,7 +476,8 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 				rst = DAT_DTO_ERR_LOCAL_PROTECTION;
 			}
 		}
-		recv_filled(slot, pos, tag);
+		if (ZD_UNLIKELY(!recv_filled(slot, pos, tag)))
+			st = DAT_DTO_ERR_FLUSHED;
 		comp_publish(qp, e, cpos, inl, ZD_SHM_COMP_DIRECT, (uint32_t)total, rst, pos, 0,
 			     flags, comp_head);
 	} else {
@@ -480,6 +495,7 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
 		comp_publish(qp, NULL, 0, 0, ZD_SHM_COMP_EAGER, (uint32_t)total, DAT_DTO_SUCCESS, 0,
 			     0, flags, comp_head);
+		st = eager_sent_status(qp, st);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;
@@ -525,7 +541,8 @@ static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_CO
 	}
 	if (slot) {
 		/* Consumed, not written: the immediate lands in the entry. */
-		recv_filled(slot, pos, tag);
+		if (ZD_UNLIKELY(!recv_filled(slot, pos, tag)))
+			st = DAT_DTO_ERR_FLUSHED;
 		comp_publish(qp, NULL, 0, 0, ZD_SHM_COMP_DIRECT | ZD_SHM_COMP_IMMED, (uint32_t)*done,
 			     DAT_DTO_SUCCESS, pos, imm, flags, comp_head);
 	} else {
@@ -533,10 +550,11 @@ static __attribute__((noinline)) int exec_write_imm(struct zd_shm_qp *qp, DAT_CO
 		atomic_store_explicit(&qp->remote->eager_tail, qp->eager_tail, memory_order_relaxed);
 		comp_publish(qp, NULL, 0, 0, ZD_SHM_COMP_EAGER | ZD_SHM_COMP_IMMED, (uint32_t)*done,
 			     DAT_DTO_SUCCESS, 0, imm, flags, comp_head);
+		st = eager_sent_status(qp, st);
 	}
 	if (!qp->rsrq)
 		qp->msg_sent++;
-	return DAT_DTO_SUCCESS;
+	return st;
 }
 
 static uint64_t apply_fetch_add(uint64_t old, const void *arg, bool *store)
@@ -987,13 +1005,24 @@ DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
 	struct zd_shm_rq_slot *slot;
-	uint64_t pos, w;
+	uint64_t pos;
 
 	if (ZD_UNLIKELY(!qp))
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed))) {
-		recv_flushed(qp, cookie, DAT_DTO_ERR_FLUSHED);
-		return DAT_SUCCESS;
+	/* In error, a receive is still posted while messages the peer
+	 * delivered before the error wait for one (zd_shm_qp_recv_settle);
+	 * else it flushes at once, taking no position.  seq_cst fence:
+	 * ordered after our load of error as the settle pairs want (a
+	 * sender that missed the error published its entry before it). */
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_seq_cst))) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!zd_shm_qp_msgs_waiting(qp)) {
+			/* Receives posted before ours flush first (the
+			 * reaper may not have settled them yet). */
+			zd_shm_qp_flush_recvs(qp, false);
+			recv_flushed(qp, cookie, DAT_DTO_ERR_FLUSHED);
+			return DAT_SUCCESS;
+		}
 	}
 	/* relaxed: this EP's poster is rq_posted's only writer. */
 	pos = atomic_load_explicit(&qp->own->rq_posted, memory_order_relaxed);
@@ -1019,18 +1048,17 @@ DAT_RETURN zd_shm_post_recv(struct zd_ep *ep, DAT_COUNT n, const DAT_LMR_TRIPLET
 	 * zd_shm_ud.c): the descriptor and its state are visible first. */
 	atomic_store_explicit(&qp->own->rq_posted, pos + 1, memory_order_release);
 	/* seq_cst fence: pairs with the seq_cst load of rq_posted in
-	 * zd_shm_qp_flush_recvs (Dekker on error): a concurrent flush either
-	 * sees this receive or we see its error and flush it ourselves.  It
-	 * also orders rq_posted before the rnr_wait load below. */
+	 * zd_shm_qp_flush_recvs (Dekker on error, zd_shm_qp_recv_settle): a
+	 * concurrent flush either sees this receive or we see its error and
+	 * settle ourselves.  It also orders rq_posted before the rnr_wait
+	 * load below. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->own->rnr_wait, memory_order_relaxed)))
 		zd_shm_qp_rnr_ring(qp);
-	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed))) {
-		w = zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_POSTED);
-		if (atomic_compare_exchange_strong(&slot->state, &w,
-				zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED)))
-			recv_flushed(qp, cookie, DAT_DTO_ERR_FLUSHED);
-	}
+	/* A flush came meanwhile (or was there, with messages waiting): our
+	 * receive flushes once nothing waits for it. */
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->error, memory_order_relaxed)))
+		zd_shm_qp_recv_settle(qp);
 	/* dat_ep_set_watermark armed: a slot scan, until it fires. */
 	if (ZD_UNLIKELY(zd_ep_hwm_armed(ep)))
 		zd_ep_soft_hwm_check(ep, zd_shm_qp_recv_held(qp));

@@ -356,9 +356,12 @@ void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final)
 	for (; pos < posted; pos++) {
 		struct zd_shm_rq_slot *s = &qp->rq[pos & (qp->rq_depth - 1)];
 
-		for (unsigned st = ZD_SHM_SLOT_POSTED; st <= last; st++) {
-			uint64_t w = zd_shm_slot_word(pos, 0, st);
+		/* relaxed: a look only (no locked instruction per slot); the
+		 * CAS decides, and on a change looks again. */
+		uint64_t w = atomic_load_explicit(&s->state, memory_order_relaxed);
 
+		while ((w & 0xf) >= ZD_SHM_SLOT_POSTED && (w & 0xf) <= last &&
+		       w == zd_shm_slot_word(pos, 0, (unsigned)(w & 0xf))) {
 			if (atomic_compare_exchange_strong(&s->state, &w,
 					zd_shm_slot_word(pos, 0, ZD_SHM_SLOT_FLUSHED))) {
 				zd_shm_recv_fail(qp, qp->rq_cookie[pos & (qp->rq_depth - 1)],
@@ -369,6 +372,22 @@ void zd_shm_qp_flush_recvs(struct zd_shm_qp *qp, bool final)
 	}
 }
 
+void zd_shm_qp_recv_settle(struct zd_shm_qp *qp)
+{
+	/* seq_cst fence: the middle of each Dekker pair in zd_shm.h (the
+	 * caller stored or saw the error before it). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (zd_shm_qp_msgs_waiting(qp))
+		return;  /* the reaper settles once it took them */
+	/* An SRQ consumer learns that no more receives will be taken for
+	 * this EP (IB's "last WQE reached"): stock SRQ clients wait for it
+	 * before freeing the EP, so not while messages still wait for
+	 * buffers. */
+	if (atomic_exchange_explicit(&qp->last_wqe_due, 0, memory_order_relaxed))
+		zd_ia_post_async(&qp->ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+	zd_shm_qp_flush_recvs(qp, false);
+}
+
 void zd_shm_qp_flush(struct zd_ep *ep)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
@@ -377,15 +396,14 @@ void zd_shm_qp_flush(struct zd_ep *ep)
 	if (!qp)
 		return;
 	first = !atomic_exchange(&qp->flushed, 1);
-	atomic_store(&qp->error, 1);
-	/* The peer's later sends see it and complete in error. */
-	atomic_store(&qp->own->error, 1);
-	zd_shm_qp_flush_recvs(qp, false);
-	/* An SRQ consumer learns that no more receives will be taken for
-	 * this EP (IB's "last WQE reached"): stock SRQ clients wait for it
-	 * before freeing the EP. */
 	if (first && qp->srq)
-		zd_ia_post_async(&ep->obj, DAT_ASYNC_ERROR_EP_BROKEN);
+		atomic_store_explicit(&qp->last_wqe_due, 1, memory_order_relaxed);
+	/* The peer's later sends see it and complete in error.  Stored
+	 * before our own flag (seq_cst, both): whoever sees error sees
+	 * own->error too, the flag senders pair with (zd_shm_qp_recv_settle). */
+	atomic_store(&qp->own->error, 1);
+	atomic_store(&qp->error, 1);
+	zd_shm_qp_recv_settle(qp);
 	/* A peer waiting for room learns of the error instead. */
 	zd_shm_qp_rnr_ring(qp);
 	/* Queued sends are flushed by the next progress of the request EVD
@@ -401,6 +419,10 @@ DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
 	if (!qp)
 		return DAT_SUCCESS;
 	zd_shm_qp_flush(ep);
+	/* Messages of the old connection still waiting for receives die
+	 * with it: every receive completes now. */
+	atomic_store_explicit(&qp->last_wqe_due, 0, memory_order_relaxed);
+	zd_shm_qp_flush_recvs(qp, false);
 	zd_shm_qp_progress_sq(qp);
 	qp_unmap_peer(qp);
 	qp_region_init(qp);
@@ -424,6 +446,7 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 		return;
 	/* The EP is going away: no "last WQE" event naming it. */
 	atomic_store(&qp->flushed, 1);
+	atomic_store_explicit(&qp->last_wqe_due, 0, memory_order_relaxed);
 	zd_shm_qp_flush(ep);
 	zd_shm_qp_progress_sq(qp);
 	/* After detach (an RCU grace period) no poller is inside this QP. */
@@ -612,8 +635,13 @@ int zd_shm_qp_reap(struct zd_shm_qp *qp, int budget)
 	 * comp_head: our reads of those entries and slots are done. */
 	atomic_store_explicit(&own->eager_head, eager_head, memory_order_release);
 	atomic_store_explicit(&own->comp_head, head, memory_order_release);
-	/* Room made: a peer waiting for it (RNR) is rung. */
+	/* Room made: a peer waiting for it (RNR) is rung.  Its seq_cst fence
+	 * is also the reaper's of the settle pairs (zd_shm_qp_recv_settle):
+	 * comp_head stored, then error loaded. */
 	zd_shm_qp_rnr_ring(qp);
+	/* In error, the messages that waited are taken: the rest settles. */
+	if (ZD_UNLIKELY(head == tail && atomic_load_explicit(&qp->error, memory_order_relaxed)))
+		zd_shm_qp_recv_settle(qp);
 	return n;
 }
 

@@ -514,4 +514,116 @@ static inline void flush_on_disconnect(const struct peer_dev *dev, int kind)
 	peer_close(&p);
 }
 
+/*
+ * Sends that completed before their sender left: the server posts no
+ * receive until the client's EAGER_N sends have all completed
+ * successfully; it then posts EAGER_N / 2, the client leaves (@mode:
+ * EAGER_DISCONNECT, EAGER_EP_FREE or EAGER_EXIT, plus EAGER_SRQ for a
+ * server EP on an SRQ), and only after the server's DISCONNECTED (or
+ * BROKEN, for an exit) does it post the rest and two more.  Every message
+ * must arrive, in order, with its bytes and length, before any receive
+ * flushes; then the two extra receives flush (an SRQ's stay posted).  On
+ * a device whose sends complete once the data is in the target's memory
+ * (zdapl-shm's eager ring, zdapl-tcp's socket) a completed send is
+ * delivered, as on IB, where it completes only once acknowledged.
+ */
+#define EAGER_N      24
+#define EAGER_STRIDE 2048
+enum { EAGER_DISCONNECT = 0, EAGER_EP_FREE = 1, EAGER_EXIT = 2, EAGER_SRQ = 4 };
+
+/* Message @i: this many bytes of pattern @i + 1 at @i * EAGER_STRIDE. */
+static inline size_t eager_len(int i)
+{
+	return 1 + (size_t)(i * 613) % 2000;
+}
+
+static inline int eager_client(int fd, void *arg)
+{
+	const struct peer_job *j = arg;
+	struct peer p;
+	DAT_EVENT ev;
+
+	client_open(&p, j->dev, j->kind, fd, NULL);
+	for (int i = 0; i < EAGER_N; i++) {
+		DAT_LMR_TRIPLET iov = seg(&p, (size_t)i * EAGER_STRIDE, eager_len(i));
+
+		fill(p.buf + (size_t)i * EAGER_STRIDE, eager_len(i), (uint8_t)(i + 1));
+		post_send(p.ep, 1, &iov, (uint64_t)i);
+	}
+	for (int i = 0; i < EAGER_N; i++)
+		CHK(dto_wait(p.req, 10 * SEC, (uint64_t)i, NULL) == DAT_DTO_SUCCESS);
+	msg_send(fd, 1);          /* all sent: the server posts half */
+	msg_recv(fd, 10000);      /* posted: leave */
+	switch (j->mode & 3) {
+	case EAGER_DISCONNECT:
+		CHK_RET(dat_ep_disconnect(p.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+		CHK(wait_ev(p.n.conn_evd, 10 * SEC, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+		break;
+	case EAGER_EP_FREE:
+		CHK_RET(dat_ep_free(p.ep), DAT_SUCCESS);
+		break;
+	default:
+		_exit(0);         /* nothing freed, nothing said */
+	}
+	return client_done(&p);
+}
+
+/* Receive @i of the scenario (cookie 100 + @i) on the EP or its SRQ. */
+static inline void eager_post(struct peer *p, int i)
+{
+	DAT_LMR_TRIPLET iov = seg(p, (size_t)i * EAGER_STRIDE, EAGER_STRIDE);
+	DAT_DTO_COOKIE c = { .as_64 = 100 + (uint64_t)i };
+
+	if (p->srq)
+		CHK_RET(dat_srq_post_recv(p->srq, 1, &iov, c), DAT_SUCCESS);
+	else
+		post_recv(p->ep, 1, &iov, c.as_64);
+}
+
+static inline void eager_outlives_disconnect(const struct peer_dev *dev, int kind, int mode)
+{
+	struct peer_job j = { .dev = dev, .kind = kind, .mode = mode };
+	struct peer p;
+	DAT_EVENT ev;
+	DAT_EVENT_NUMBER end;
+	int i;
+
+	server_start_with(&p, dev, kind, DAT_MEM_PRIV_ALL_FLAG, mode & EAGER_SRQ, eager_client,
+			  &j);
+	server_up(&p);
+	msg_recv(p.fd, 20000);
+	/* Posted but not matched (nothing polls the receive EVD) when the
+	 * client leaves. */
+	for (i = 0; i < EAGER_N / 2; i++)
+		eager_post(&p, i);
+	msg_send(p.fd, 1);
+	end = wait_ev(p.n.conn_evd, 20 * SEC, NULL);
+	CHK(end == DAT_CONNECTION_EVENT_DISCONNECTED ||
+	    ((mode & 3) == EAGER_EXIT && end == DAT_CONNECTION_EVENT_BROKEN));
+	for (; i < EAGER_N + 2; i++)
+		eager_post(&p, i);
+	for (i = 0; i < EAGER_N; i++) {
+		uint8_t *got = p.buf + (size_t)i * EAGER_STRIDE;
+		uint8_t want[EAGER_STRIDE];
+		DAT_COUNT len;
+
+		CHK(dto_wait(p.rcv, 10 * SEC, 100 + (uint64_t)i, &len) == DAT_DTO_SUCCESS);
+		CHK(len == (DAT_COUNT)eager_len(i));
+		fill(want, eager_len(i), (uint8_t)(i + 1));
+		CHK(memcmp(got, want, eager_len(i)) == 0);
+		CHK(got[eager_len(i)] == 0);
+	}
+	if (!p.srq) {
+		CHK(dto_wait(p.rcv, 10 * SEC, 100 + EAGER_N, NULL) == DAT_DTO_ERR_FLUSHED);
+		CHK(dto_wait(p.rcv, 10 * SEC, 101 + EAGER_N, NULL) == DAT_DTO_ERR_FLUSHED);
+	}
+	CHK(DAT_GET_TYPE(dat_evd_dequeue(p.rcv, &ev)) == DAT_QUEUE_EMPTY);
+	if ((mode & 3) == EAGER_EXIT) {
+		CHK(reap(p.pid, 20000) == 0);
+		peer_close(&p);
+	} else {
+		server_done(&p);
+	}
+}
+
 #endif

@@ -486,6 +486,91 @@ Test(shm_dto, flush)
 	unpair();
 }
 
+/* Sends that completed into the eager ring (no receive posted) before the
+ * target's QP went to error (its peer disconnected: the CM flushes it)
+ * fill the target's receives, those posted before the flush (not yet
+ * matched: nothing polled) and those posted after it, in order; then the
+ * receives no message waits for flush, and later ones flush at once. */
+Test(shm_dto, eager_messages_outlive_the_flush)
+{
+	enum { N = 12, SZ = 512, EARLY = 5, EXTRA = 2 };
+	static char src[N][SZ], dst[N + EXTRA + 1][SZ];
+	DAT_LMR_CONTEXT ka, kb;
+	DAT_LMR_TRIPLET r;
+
+	pair(NULL);
+	t_reg(&A, NULL, src, sizeof(src), DAT_MEM_PRIV_ALL_FLAG, &ka);
+	t_reg(&B, NULL, dst, sizeof(dst), DAT_MEM_PRIV_ALL_FLAG, &kb);
+	for (int i = 0; i < N; i++) {
+		DAT_LMR_TRIPLET s = t_seg(ka, src[i], (size_t)(i * 40 + 1));
+
+		memset(src[i], 'a' + i, SZ);
+		cr_assert_eq(dat_ep_post_send(ea, 1, &s, t_cookie((uint64_t)i), 0), DAT_SUCCESS);
+	}
+	for (int i = 0; i < N; i++)
+		t_expect(A.req, ea, (uint64_t)i, DAT_DTO_SUCCESS, DAT_DTO_SEND,
+			 (DAT_SEG_LENGTH)(i * 40 + 1));
+	for (int i = 0; i < EARLY; i++) {
+		r = t_seg(kb, dst[i], SZ);
+		cr_assert_eq(dat_ep_post_recv(eb, 1, &r, t_cookie(100 + (uint64_t)i), 0),
+			     DAT_SUCCESS);
+	}
+	t_flush(eb);
+	for (int i = EARLY; i < N + EXTRA; i++) {
+		r = t_seg(kb, dst[i], SZ);
+		cr_assert_eq(dat_ep_post_recv(eb, 1, &r, t_cookie(100 + (uint64_t)i), 0),
+			     DAT_SUCCESS);
+	}
+	for (int i = 0; i < N; i++) {
+		t_expect(B.rcv, eb, 100 + (uint64_t)i, DAT_DTO_SUCCESS, DAT_DTO_RECEIVE,
+			 (DAT_SEG_LENGTH)(i * 40 + 1));
+		cr_assert_eq(memcmp(dst[i], src[i], (size_t)(i * 40 + 1)), 0, "message %d", i);
+		cr_assert_eq(dst[i][i * 40 + 1], 0);
+	}
+	for (int i = N; i < N + EXTRA; i++)
+		t_expect(B.rcv, eb, 100 + (uint64_t)i, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, 0);
+	t_none(B.rcv);
+	r = t_seg(kb, dst[N + EXTRA], SZ);
+	cr_assert_eq(dat_ep_post_recv(eb, 1, &r, t_cookie(999), 0), DAT_SUCCESS);
+	t_expect(B.rcv, eb, 999, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, 0);
+	t_none(B.rcv);
+	/* The sender's later sends see the flushed target. */
+	{
+		DAT_LMR_TRIPLET s = t_seg(ka, src[0], 8);
+
+		cr_assert_eq(dat_ep_post_send(ea, 1, &s, t_cookie(50), 0), DAT_SUCCESS);
+		t_expect(A.req, ea, 50, DAT_DTO_ERR_FLUSHED, DAT_DTO_SEND, 0);
+	}
+	unpair();
+}
+
+/* Receives posted after the flush while messages still wait for them, and
+ * then the EP freed: the unmatched messages go with it, every posted
+ * receive completes (flushed), nothing hangs. */
+Test(shm_dto, eager_messages_waiting_at_ep_free)
+{
+	static char buf[64];
+	DAT_LMR_CONTEXT ka, kb;
+	DAT_LMR_TRIPLET s, r;
+
+	pair(NULL);
+	t_reg(&A, NULL, buf, sizeof(buf), DAT_MEM_PRIV_ALL_FLAG, &ka);
+	t_reg(&B, NULL, buf, sizeof(buf), DAT_MEM_PRIV_ALL_FLAG, &kb);
+	s = t_seg(ka, buf, 8);
+	r = t_seg(kb, buf + 32, 8);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(dat_ep_post_send(ea, 1, &s, t_cookie((uint64_t)i), 0), DAT_SUCCESS);
+	for (int i = 0; i < 3; i++)
+		t_expect(A.req, ea, (uint64_t)i, DAT_DTO_SUCCESS, DAT_DTO_SEND, 8);
+	t_flush(eb);
+	/* Posted, not yet matched (nothing polled). */
+	cr_assert_eq(dat_ep_post_recv(eb, 1, &r, t_cookie(7), 0), DAT_SUCCESS);
+	cr_assert_eq(dat_ep_free(eb), DAT_SUCCESS);
+	t_expect(B.rcv, eb, 7, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, 0);
+	t_none(B.rcv);
+	unpair();
+}
+
 Test(shm_dto, flush_queued_sends_and_ep_free)
 {
 	enum { BIG = 32 * 1024 };

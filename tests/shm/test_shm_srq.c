@@ -112,6 +112,35 @@ Test(shm_srq, sends_before_buffers)
 	t_close(&B);
 }
 
+/* Messages waiting in the eager rings when their EPs are flushed (the
+ * peers disconnected) still take the SRQ's buffers, in order, and each
+ * EP's "last WQE reached" (DAT_ASYNC_ERROR_EP_BROKEN) waits for them:
+ * an SRQ consumer frees its EP on that event. */
+Test(shm_srq, eager_messages_outlive_the_flush_and_last_wqe_waits)
+{
+	DAT_EVENT ev;
+
+	setup(64);
+	send_all();
+	drain_sends(NEP * PER);
+	for (int e = 0; e < NEP; e++)
+		t_flush(eb[e]);
+	t_none(B.rcv);
+	cr_assert_eq(T_TYPE(dat_evd_dequeue(B.async, &ev)), DAT_QUEUE_EMPTY);
+	post_srq(0, NEP * PER);
+	check_all();
+	for (int e = 0; e < NEP; e++) {
+		cr_assert_eq(dat_evd_dequeue(B.async, &ev), DAT_SUCCESS);
+		cr_assert_eq(ev.event_number, DAT_ASYNC_ERROR_EP_BROKEN);
+	}
+	cr_assert_eq(T_TYPE(dat_evd_dequeue(B.async, &ev)), DAT_QUEUE_EMPTY);
+	/* Buffers posted now stay with the SRQ. */
+	post_srq(NEP * PER, 2);
+	t_none(B.rcv);
+	t_close(&A);
+	t_close(&B);
+}
+
 Test(shm_srq, low_watermark_event)
 {
 	DAT_EVENT ev;

@@ -327,6 +327,24 @@ Test(tcp, peer_killed, .timeout = 60)
 
 Test(tcp, flush_on_disconnect, .timeout = 60) { flush_on_disconnect(&tcp, 0); }
 
+/* Sends completed before their sender left (dat_peer.h): delivered. */
+Test(tcp, sends_before_disconnect_delivered, .timeout = 60)
+{
+	eager_outlives_disconnect(&tcp, 0, EAGER_DISCONNECT);
+}
+Test(tcp, sends_before_ep_free_delivered, .timeout = 60)
+{
+	eager_outlives_disconnect(&tcp, 0, EAGER_EP_FREE);
+}
+Test(tcp, sends_before_exit_delivered, .timeout = 60)
+{
+	eager_outlives_disconnect(&tcp, 0, EAGER_EXIT);
+}
+Test(tcp, srq_sends_before_disconnect_delivered, .timeout = 60)
+{
+	eager_outlives_disconnect(&tcp, 0, EAGER_SRQ | EAGER_DISCONNECT);
+}
+
 /* ---- a malformed frame on the data socket breaks that connection only ---- */
 
 static int c_malformed(int fd, void *arg)
