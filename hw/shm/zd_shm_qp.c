@@ -273,7 +273,10 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (qp->remote)
 		qp_unmap_peer(qp);
-	qp->peer = zd_shm_peer_get(qp->sia, &b);
+	/* An atomic store: a CQ consumer reads it under the IA lock
+	 * (zd_shm_cqring_unstick), which we do not take; the peer itself was
+	 * set up under that lock. */
+	__atomic_store_n(&qp->peer, zd_shm_peer_get(qp->sia, &b), __ATOMIC_RELAXED);
 	if (!qp->peer)
 		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
 	if (zd_soft_peer_map(qp->peer, b.qp_fd, b.qp_size, &qp->rregion) != 0)

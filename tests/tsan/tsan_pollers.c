@@ -67,13 +67,17 @@ static void receive_stream(struct ts_side *s, uint32_t count, int spin)
 }
 
 /* Posts what it can without waiting for any of it: sends, and RDMA writes
- * to @peer if given.  Errors are fine: the other side may be freeing. */
+ * to @peer if given.  Errors are fine: the other side may be freeing.  The
+ * sources lie past the receive buffers, which messages of the peer's
+ * burst may still fill (they outlive the disconnect). */
 static void burst(struct ts_side *s, const struct ts_remote *peer)
 {
 	for (uint32_t i = 0; i < WIN / 2; i++) {
-		(void)ts_post_send(s, i, i * MSG, MSG);
+		uint32_t src = TS_BUF / 4 + i * MSG;
+
+		(void)ts_post_send(s, i, src, MSG);
 		if (peer)
-			(void)ts_post_rdma(s, peer, 1, i, i * MSG, TS_BUF / 2 + i * MSG, MSG);
+			(void)ts_post_rdma(s, peer, 1, i, src, TS_BUF / 2 + i * MSG, MSG);
 	}
 }
 
@@ -241,17 +245,18 @@ int ts_pollers(int argc, char **argv)
 		}
 		close(sv[1]);
 	}
-	/* Forked: one round, longer.  A second round between the same two
-	 * processes loses its connection (a send completes FLUSHED at once,
-	 * with or without pollers; not a TSan report): left to the shm work
-	 * (README, ThreadSanitizer). */
+	/* Forked: one longer round (more rounds between the same two
+	 * processes stall now and then under TSan, one run in ten to thirty:
+	 * README, ThreadSanitizer).  An odd count: the stream ends with a
+	 * send, so the server, which frees its EP once it received the last
+	 * one, never flushes an RDMA write the client has yet to post. */
 	if (forked)
 		ts_budget_start(&b, 0, 1);
 	else
 		ts_budget_start(&b, 3000, 3);
 	while (ts_budget_more(&b)) {
 		if (forked)
-			round_forked(sv[0], ia, b.iter, 1600);
+			round_forked(sv[0], ia, b.iter, 1601);
 		else
 			round_here(ia, b.iter, 400);
 	}
