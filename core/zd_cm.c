@@ -401,8 +401,10 @@ static int listen_any(struct in_addr addr, uint64_t *qual, uint16_t *port)
 		socklen_t salen = sizeof(sa);
 		int fd = listen_socket(addr, 0);
 
+		/* No port left to bind is want of a resource, not a
+		 * qualifier in use. */
 		if (fd < 0)
-			return fd;
+			return fd == -EADDRINUSE ? -EAGAIN : fd;
 		getsockname(fd, (struct sockaddr *)&sa, &salen);
 		*port = ntohs(sa.sin_port);
 		*qual = *port;
