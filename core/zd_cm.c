@@ -348,17 +348,22 @@ static bool port_serves(struct in_addr addr, uint16_t port, uint64_t qual)
 }
 
 /* Serves @qual at any probe port of it other than @skip? */
-static bool qual_served(struct in_addr addr, uint64_t qual, uint16_t skip)
+/* Whether another process serves @qual on one of its probe ports from
+ * @first on, @skip (ours, or 0) aside. */
+static bool probes_serve(struct in_addr addr, uint64_t qual, unsigned first, uint16_t skip)
 {
-	if (local_serves(addr, qual))
-		return true;
-	for (unsigned probe = 0; probe < ZD_QUAL_PROBES; probe++) {
+	for (unsigned probe = first; probe < ZD_QUAL_PROBES; probe++) {
 		uint16_t port = zd_qual_port(qual, probe);
 
 		if (port != skip && port_serves(addr, port, qual))
 			return true;
 	}
 	return false;
+}
+
+static bool qual_served(struct in_addr addr, uint64_t qual, uint16_t skip)
+{
+	return local_serves(addr, qual) || probes_serve(addr, qual, 0, skip);
 }
 
 /* Binds the first usable probe port of @qual: -errno of a failure other
@@ -375,11 +380,10 @@ static int listen_qual(struct in_addr addr, uint64_t qual, uint16_t *port)
 		if (fd >= 0) {
 			/* A process that found this port taken when it
 			 * listened went on to a later one. */
-			for (unsigned later = probe + 1; later < ZD_QUAL_PROBES; later++)
-				if (port_serves(addr, zd_qual_port(qual, later), qual)) {
-					close(fd);
-					return -EADDRINUSE;
-				}
+			if (probes_serve(addr, qual, probe + 1, 0)) {
+				close(fd);
+				return -EADDRINUSE;
+			}
 			*port = p;
 			return fd;
 		}
