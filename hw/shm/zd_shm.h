@@ -130,6 +130,7 @@ enum zd_shm_slot_state {
 #define ZD_SHM_TAG_BITS 20
 #define ZD_SHM_TAG_MASK ((1u << ZD_SHM_TAG_BITS) - 1)
 #define ZD_SHM_TAG_LEAF 1024u
+#define ZD_SHM_GONE_TAGS 16  /* per CQ: recently detached receive QPs' tags */
 #define ZD_SHM_TAG_LEAVES ((ZD_SHM_TAG_MASK + 1) / ZD_SHM_TAG_LEAF)
 
 static inline uint64_t zd_shm_slot_word(uint64_t pos, uint32_t tag, unsigned st)
@@ -268,6 +269,11 @@ struct zd_shm_cq {
 	uint64_t stuck_word;              /* the word at head the consumer waits on */
 	uint64_t stuck_since, stuck_checked;  /* ns, CLOCK_MONOTONIC */
 	uint64_t dropped;                 /* CQEs refused (zdapl: warnings, rate limited) */
+	uint64_t stale;                   /* CQEs of our QPs that left, dropped quietly */
+	/* Tags of the QPs that left this CQ lately (written under the IA
+	 * lock, read by the consumer: hints, relaxed). */
+	_Atomic uint32_t gone_tag[ZD_SHM_GONE_TAGS];
+	uint32_t gone_next;
 	uint64_t warned_at;               /* ns of the last such warning */
 };
 
@@ -382,6 +388,8 @@ static ZD_ALWAYS_INLINE struct zd_shm_qp *zd_shm_tag_qp(struct zd_shm_ia *sia, u
 /* Lists @qp (or NULL) under @tag, under the IA lock, with @mo; 0 or
  * -ENOMEM (no leaf for it). */
 int zd_shm_tag_set(struct zd_shm_ia *sia, uint32_t tag, struct zd_shm_qp *qp, memory_order mo);
+
+
 void zd_shm_tags_free(struct zd_shm_ia *sia);
 
 /* ---- zd_shm_mr.c ---- */

@@ -154,8 +154,11 @@ void zd_shm_cq_detach(struct zd_shm_cq *cq, struct zd_shm_qp *qp, bool recv)
 	/* seq_cst: the Dekker store poller_wait's fence pairs with (the
 	 * list change below waits the poller out after it). */
 	if (recv && qp->tag && !qp->ud &&
-	    zd_shm_tag_qp(cq->sia, qp->tag, memory_order_relaxed) == qp)
+	    zd_shm_tag_qp(cq->sia, qp->tag, memory_order_relaxed) == qp) {
 		zd_shm_tag_set(cq->sia, qp->tag, NULL, memory_order_seq_cst);
+		atomic_store_explicit(&cq->gone_tag[cq->gone_next++ % ZD_SHM_GONE_TAGS], qp->tag,
+				      memory_order_relaxed);
+	}
 	/* On ENOMEM keep the QP listed; it is then a flushed, empty QP. */
 	if (recv && zd_soft_qplist_change(&cq->recv_qps, qp, false, poller_wait, cq) == 0 &&
 	    qp->ud)
@@ -185,6 +188,14 @@ static ZD_ALWAYS_INLINE void poll_leave(struct zd_shm_cq *cq)
 
 /* ---- the shared CQ ring, consumer side (zd_shm_cqring.h) ---- */
 
+static bool tag_gone(struct zd_shm_cq *cq, uint32_t tag)
+{
+	for (unsigned i = 0; i < ZD_SHM_GONE_TAGS; i++)
+		if (atomic_load_explicit(&cq->gone_tag[i], memory_order_relaxed) == tag)
+			return true;
+	return false;
+}
+
 /* The QP's receive completion of a CQE copied out of the ring (@tag from
  * its state word), checked against our own state; false when it gives no
  * event (refused, or a receive a flush reported already).  Inside the
@@ -199,8 +210,16 @@ static ZD_ALWAYS_INLINE bool cqe_event(struct zd_shm_cq *cq, const struct zd_shm
 	uint64_t pos = c->rpos, w;
 
 	if (ZD_UNLIKELY(!qp || qp->recv_cq != cq || c->tag != tag ||
-			(c->type_flags & 0xff) != ZD_SHM_COMP_DIRECT))
+			(c->type_flags & 0xff) != ZD_SHM_COMP_DIRECT)) {
+		/* A QP that left this CQ (freed, reset: its tag dropped) may
+		 * still have entries its peer published before it knew: those
+		 * go without a warning, they are no forgery. */
+		if (!qp && tag && c->tag == tag && tag_gone(cq, tag)) {
+			cq->stale++;
+			return false;
+		}
 		return zd_shm_cq_refuse(cq, NULL, "names no receive QP of this CQ");
+	}
 	if (ZD_UNLIKELY(c->seq != (uint32_t)qp->comp_seen || c->len > ZD_SHM_MAX_MESSAGE))
 		return zd_shm_cq_refuse(cq, qp, "out of sequence or too long");
 	st = c->status <= DAT_DTO_ERR_PARTIAL_PACKET ? (DAT_DTO_COMPLETION_STATUS)c->status

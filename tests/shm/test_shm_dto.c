@@ -2,6 +2,8 @@
  * flush, and the DTO calls' handle and parameter checks (one process, two
  * IAs). */
 #include "zd_shm_test.h"
+#include "evd/zd_evd.h"
+#include "hw/shm/zd_shm.h"
 #include <dat2/dat_registry.h>
 
 TestSuite(shm_dto, .init = t_need_conf, .timeout = 60);
@@ -568,6 +570,33 @@ Test(shm_dto, eager_messages_waiting_at_ep_free)
 	cr_assert_eq(dat_ep_free(eb), DAT_SUCCESS);
 	t_expect(B.rcv, eb, 7, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, 0);
 	t_none(B.rcv);
+	unpair();
+}
+
+/* A receive its peer filled, whose EP is freed before the consumer polls:
+ * the completion entry names a QP that left, and goes quietly (no zdapl:
+ * line, which is kept for forged entries). */
+Test(shm_dto, entry_of_a_freed_ep_goes_quietly)
+{
+	static char buf[64];
+	DAT_LMR_CONTEXT ka, kb;
+	DAT_LMR_TRIPLET s, r;
+	struct zd_shm_cq *cq;
+
+	pair(NULL);
+	cq = ((struct zd_evd *)B.rcv)->cq_priv;
+	t_reg(&A, NULL, buf, sizeof(buf), DAT_MEM_PRIV_ALL_FLAG, &ka);
+	t_reg(&B, NULL, buf, sizeof(buf), DAT_MEM_PRIV_ALL_FLAG, &kb);
+	s = t_seg(ka, buf, 8);
+	r = t_seg(kb, buf + 32, 8);
+	cr_assert_eq(dat_ep_post_recv(eb, 1, &r, t_cookie(7), 0), DAT_SUCCESS);
+	cr_assert_eq(dat_ep_post_send(ea, 1, &s, t_cookie(1), 0), DAT_SUCCESS);
+	t_expect(A.req, ea, 1, DAT_DTO_SUCCESS, DAT_DTO_SEND, 8);
+	cr_assert_eq(dat_ep_free(eb), DAT_SUCCESS);
+	/* Its receive ends with the EP (the free flushes it). */
+	t_expect(B.rcv, eb, 7, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, 0);
+	t_none(B.rcv);
+	cr_assert_eq(cq->dropped, 0, "the entry of a freed EP was refused as a forgery");
 	unpair();
 }
 
