@@ -5,7 +5,9 @@
 #
 #   sh tools/compare.sh [--quick] [--out FILE.md] [--outdir DIR] [--build DIR]
 #                       [--reps N] [--no-install] [--require-peers] [--check]
-# Default output: build/compare/compare.{md,json,png} (raw outputs in raw/).
+# Default output: build/compare/compare.{md,json,png} (raw outputs in raw/);
+# installed as zdapl-compare it runs the installed benchmarks and writes
+# ./zdapl-compare/ (--build does not apply).
 # --check: then check that the table parses (the meson test, suite 'bench').
 #
 # What runs (every process under timeout, loopback 127.0.0.1 only, ports of
@@ -41,8 +43,19 @@
 # --require-peers) the peers are missing and could not be installed.
 set -u
 CALLER=$PWD
-cd "$(dirname "$0")/.." || exit 1
-ROOT=$PWD
+# Set by meson install (tools/meson.build) in the installed zdapl-compare:
+# the benchmarks, the library and the report script; empty here, where the
+# build tree's are used.  Installed, outputs default to ./zdapl-compare/.
+ZD_INSTALLED_BINDIR=
+ZD_INSTALLED_LIB=
+ZD_INSTALLED_REPORT=
+if [ -n "$ZD_INSTALLED_BINDIR" ]; then
+	REPORT=$ZD_INSTALLED_REPORT
+else
+	cd "$(dirname "$0")/.." || exit 1
+	ROOT=$PWD
+	REPORT=$ROOT/tools/compare_report.py
+fi
 
 QUICK=0
 BUILD=
@@ -85,8 +98,12 @@ done
 # Paths given on the command line are the caller's; the defaults are the
 # source tree's (build/, build/compare/).
 abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
-if [ -n "$BUILD" ]; then BUILD=$(abs "$BUILD"); else BUILD=$ROOT/build; fi
-if [ -n "$OUTDIR" ]; then OUTDIR=$(abs "$OUTDIR"); else OUTDIR=$BUILD/compare; fi
+if [ -n "$ZD_INSTALLED_BINDIR" ]; then
+	[ -z "$BUILD" ] || { echo "compare.sh: --build: this is the installed zdapl-compare" >&2; exit 2; }
+	if [ -n "$OUTDIR" ]; then OUTDIR=$(abs "$OUTDIR"); else OUTDIR=$CALLER/zdapl-compare; fi
+elif [ -n "$BUILD" ]; then BUILD=$(abs "$BUILD"); else BUILD=$ROOT/build; fi
+[ -n "$OUTDIR" ] || OUTDIR=$BUILD/compare
+OUTDIR=$(abs "$OUTDIR")
 if [ -n "$OUT" ]; then OUT=$(abs "$OUT"); else OUT=$OUTDIR/compare.md; fi
 if [ -z "$REPS" ]; then
 	if [ $QUICK = 1 ]; then REPS=1; else REPS=3; fi
@@ -150,7 +167,10 @@ if [ $HAVE_UCX = 0 ] || [ $HAVE_FI = 0 ]; then
 fi
 
 # ---- zdapl build ------------------------------------------------------------
-if [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" ] ||
+if [ -n "$ZD_INSTALLED_BINDIR" ]; then
+	PERF=$ZD_INSTALLED_BINDIR
+	LIB=$ZD_INSTALLED_LIB
+elif [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" ] ||
    [ ! -x "$BUILD/perftest/zd_write_imm_lat" ] || [ ! -x "$BUILD/perftest/zd_atomic_lat" ] ||
    [ ! -x "$BUILD/perftest/zd_read_lat" ] || [ ! -x "$BUILD/perftest/zd_eager_ring" ] ||
    [ ! -x "$BUILD/perftest/zd_reg_cost" ] ||
@@ -159,7 +179,11 @@ if [ ! -x "$BUILD/perftest/zd_write_lat" ] || [ ! -x "$BUILD/perftest/zd_floor" 
 	[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null || exit 1
 	meson compile -C "$BUILD" >/dev/null || exit 1
 fi
-PERF=$BUILD/perftest
+if [ -z "$ZD_INSTALLED_BINDIR" ]; then
+	PERF=$BUILD/perftest
+	LIB=$(awk '$1 == "zdapl-shm" { print $5; exit }' "$BUILD/dat.conf")
+	[ -n "$LIB" ] || { log "no zdapl-shm line in $BUILD/dat.conf"; exit 1; }
+fi
 RAW=$OUTDIR/raw
 rm -rf "$RAW"
 mkdir -p "$RAW" || exit 1
@@ -169,8 +193,6 @@ mkdir -p "$RAW" || exit 1
 # the tree during the run cannot change what is measured half-way; zdapl's
 # software devices bound to 127.0.0.1 (the build's dat.conf names eth0), in
 # a dat.conf of our own.
-LIB=$(awk '$1 == "zdapl-shm" { print $5; exit }' "$BUILD/dat.conf")
-[ -n "$LIB" ] || { log "no zdapl-shm line in $BUILD/dat.conf"; exit 1; }
 mkdir -p "$RAW/bin"
 for b in zd_write_lat zd_send_lat zd_read_lat zd_write_bw zd_write_imm_lat zd_atomic_lat \
 	zd_eager_ring zd_reg_cost zd_floor; do
@@ -490,9 +512,9 @@ set -- --raw "$RAW" --out "$OUT" --json "$OUTDIR/compare.json" \
 [ $QUICK = 1 ] && set -- "$@" --quick
 [ $HAVE_UCX = 1 ] || set -- "$@" --no-ucx
 [ $HAVE_FI = 1 ] || set -- "$@" --no-fi
-python3 "$ROOT/tools/compare_report.py" "$@" || exit 1
+python3 "$REPORT" "$@" || exit 1
 if [ $CHECK = 1 ]; then
-	python3 "$ROOT/tools/compare_report.py" --check "$OUT" || exit 1
+	python3 "$REPORT" --check "$OUT" || exit 1
 	[ $HAVE_UCX = 1 ] && [ $HAVE_FI = 1 ] && [ -s "$OUTDIR/compare.png" ] &&
 		python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$OUTDIR/compare.json" ||
 		{ log "check: JSON or PNG missing"; exit 1; }
