@@ -4,7 +4,7 @@
 # killed by its PID when the script ends, output kept in a temporary
 # directory and printed at the end.
 #
-#   interop_init <dat.conf> <program>...   exit 77 if a program is missing
+#   interop_init <dat.conf or -> <program>...   exit 77 if a program is missing
 #   server_start <name> <pattern> <secs> <cmd>...
 #                  runs cmd in the background (timeout secs), output in
 #                  $dir/<name>; returns once <pattern> (grep -E) is printed
@@ -39,7 +39,13 @@ interop_init() {
 		command -v "$prog" >/dev/null ||
 			{ echo "$prog not installed (dapl2-utils)"; exit 77; }
 	done
-	export DAT_OVERRIDE=$conf
+	# "-": the system's registry (/etc/dat.conf), as an installed
+	# zdapl's users run (tests/pkg).
+	if [ "$conf" = - ]; then
+		unset DAT_OVERRIDE
+	else
+		export DAT_OVERRIDE=$conf
+	fi
 	# Line-buffered output, so a run killed by its timeout still shows
 	# how far it got.
 	linebuf=""
