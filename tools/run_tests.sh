@@ -46,9 +46,10 @@ step "build with ASan+UBSan (build-asan/)"
 configure build-asan $werror -Db_sanitize=address,undefined -Db_lundef=false || exit 1
 meson compile -C build-asan || exit 1
 step "unit and core suites under ASan+UBSan"
-# The interop suite runs uninstrumented Debian binaries; it ran above.
+# The interop suite runs uninstrumented Debian binaries; it ran above, as
+# did pkg (the Debian packages: built from the tree, not from this build).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	meson test -C build-asan --print-errorlogs --no-suite interop --no-suite bench
+	meson test -C build-asan --print-errorlogs --no-suite interop --no-suite bench --no-suite pkg
 rc2=$?
 count build-asan/meson-logs/testlog.json
 
