@@ -126,3 +126,20 @@ const struct zd_hostdev *zd_hostdev_find(const struct zd_hostdev *dev, size_t n,
 			return &dev[i];
 	return NULL;
 }
+
+bool zd_hostdev_named(const struct zd_hostdev *d, char *const *names, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (zd_hostdev_find(d, 1, names[k]))
+			return true;
+	return n == 0;
+}
+
+const char *zd_hostdev_unknown(const struct zd_hostdev *dev, size_t ndev,
+			       char *const *names, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (!zd_hostdev_find(dev, ndev, names[k]))
+			return names[k];
+	return NULL;
+}

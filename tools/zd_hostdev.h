@@ -8,6 +8,7 @@
 #ifndef ZD_HOSTDEV_H
 #define ZD_HOSTDEV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define ZD_HOSTDEV_MAX 64
@@ -23,5 +24,12 @@ size_t zd_hostdev_list(struct zd_hostdev *out);
 /* The device called name ("zdapl-shm" or just "shm"), or NULL. */
 const struct zd_hostdev *zd_hostdev_find(const struct zd_hostdev *dev, size_t n,
 					 const char *name);
+
+/* Whether d is one of names[0..n) (any device when n is 0). */
+bool zd_hostdev_named(const struct zd_hostdev *d, char *const *names, int n);
+
+/* The first of names[0..n) that is none of dev[0..ndev), or NULL. */
+const char *zd_hostdev_unknown(const struct zd_hostdev *dev, size_t ndev,
+			       char *const *names, int n);
 
 #endif /* ZD_HOSTDEV_H */

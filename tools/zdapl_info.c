@@ -50,7 +50,7 @@ int zd_info_datconf(int argc, char **argv)
 	};
 	struct zd_hostdev dev[ZD_HOSTDEV_MAX];
 	size_t ndev = zd_hostdev_list(dev);
-	const char *lib = ZDAPL_LIBPATH;
+	const char *lib = ZDAPL_LIBPATH, *unknown;
 	char line[1024];
 	int c;
 
@@ -64,17 +64,13 @@ int zd_info_datconf(int argc, char **argv)
 		default: return ZD_EXIT_USAGE;
 		}
 	}
-	for (int k = optind; k < argc; k++)
-		if (!zd_hostdev_find(dev, ndev, argv[k])) {
-			zd_info_err("no device %s on this host", argv[k]);
-			return ZD_EXIT_FAIL;
-		}
+	unknown = zd_hostdev_unknown(dev, ndev, argv + optind, argc - optind);
+	if (unknown) {
+		zd_info_err("no device %s on this host", unknown);
+		return ZD_EXIT_FAIL;
+	}
 	for (size_t d = 0; d < ndev; d++) {
-		bool wanted = optind == argc;
-
-		for (int k = optind; k < argc; k++)
-			wanted |= zd_hostdev_find(&dev[d], 1, argv[k]) != NULL;
-		if (!wanted)
+		if (!zd_hostdev_named(&dev[d], argv + optind, argc - optind))
 			continue;
 		zd_dc_format_entry(line, sizeof(line), dev[d].ia_name, lib, dev[d].ia_params);
 		fputs(line, stdout);

@@ -233,13 +233,10 @@ static ssize_t new_block(const struct zd_datconf *dc, const struct reg_opts *o, 
 			if (!(out[n++] = strdup(old[i])))
 				return -1;
 	for (size_t d = 0; d < ndev; d++) {
-		bool wanted = nnames == 0;
 		ssize_t other;
 		size_t i;
 
-		for (int k = 0; k < nnames; k++)
-			wanted |= zd_hostdev_find(&dev[d], 1, names[k]) != NULL;
-		if (!wanted)
+		if (!zd_hostdev_named(&dev[d], names, nnames))
 			continue;
 		other = foreign_use(dc, dev[d].ia_name);
 		if (other >= 0) {
@@ -266,12 +263,12 @@ static int check_names(char **names, int nnames, bool adding)
 {
 	struct zd_hostdev dev[ZD_HOSTDEV_MAX];
 	size_t ndev = zd_hostdev_list(dev);
+	const char *unknown = adding ? zd_hostdev_unknown(dev, ndev, names, nnames) : NULL;
 
-	for (int k = 0; adding && k < nnames; k++)
-		if (!zd_hostdev_find(dev, ndev, names[k])) {
-			zd_info_err("no device %s on this host (zdapl_info --datconf lists them)", names[k]);
-			return -1;
-		}
+	if (unknown) {
+		zd_info_err("no device %s on this host (zdapl_info --datconf lists them)", unknown);
+		return -1;
+	}
 	return 0;
 }
 
