@@ -159,7 +159,7 @@ static int check_block(struct zd_datconf *dc, char *err, size_t errlen)
 	return 0;
 }
 
-int zd_datconf_parse(struct zd_datconf *dc, char *text, size_t len,
+int zd_datconf_parse(struct zd_datconf *dc, char *text, size_t len, bool lenient,
 		     char *err, size_t errlen)
 {
 	size_t cap = 0;
@@ -188,12 +188,18 @@ int zd_datconf_parse(struct zd_datconf *dc, char *text, size_t len,
 		memset(l, 0, sizeof(*l));
 		l->off = off;
 		l->len = end - off + (nl != NULL);
-		if (parse_line(l, text + off, text + end, dc->nlines + 1, err, errlen) < 0)
-			return -1;
+		if (parse_line(l, text + off, text + end, dc->nlines + 1, err, errlen) < 0) {
+			if (!lenient)
+				return -1;
+			l->kind = ZD_DC_SKIPPED;
+		}
 		dc->nlines++;
 		off += l->len;
 	}
-	return check_block(dc, err, errlen);
+	/* Leniently read, a damaged block still shows where it was. */
+	if (check_block(dc, err, errlen) < 0 && !lenient)
+		return -1;
+	return 0;
 }
 
 void zd_datconf_free(struct zd_datconf *dc)
@@ -208,7 +214,8 @@ void zd_datconf_free(struct zd_datconf *dc)
 	dc->begin = dc->end = -1;
 }
 
-int zd_datconf_load(struct zd_datconf *dc, const char *path, char *err, size_t errlen)
+int zd_datconf_load(struct zd_datconf *dc, const char *path, bool lenient,
+		    char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0, cap = 0;
@@ -239,7 +246,7 @@ int zd_datconf_load(struct zd_datconf *dc, const char *path, char *err, size_t e
 		free(text);
 		return -1;
 	}
-	if (zd_datconf_parse(dc, text, len, err, errlen) < 0) {
+	if (zd_datconf_parse(dc, text, len, lenient, err, errlen) < 0) {
 		char why[256];
 
 		snprintf(why, sizeof(why), "%s", err);

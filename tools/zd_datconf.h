@@ -36,6 +36,7 @@ enum zd_dc_kind {
 	ZD_DC_ENTRY,            /* eight fields, maybe a trailing comment */
 	ZD_DC_BEGIN,            /* zdapl's opening marker */
 	ZD_DC_END,              /* zdapl's closing marker */
+	ZD_DC_SKIPPED,          /* unparsable, read leniently: ignored as libdat2 does */
 };
 
 struct zd_dc_line {
@@ -63,13 +64,16 @@ struct zd_datconf {
 #define ZD_DC_END_TEXT "# zdapl: end"
 
 /* Parses text (len bytes, taken over: freed by zd_datconf_free).  On
- * failure returns -1 with err holding "line N: why". */
-int zd_datconf_parse(struct zd_datconf *dc, char *text, size_t len,
+ * failure returns -1 with err holding "line N: why".  lenient (for
+ * reading only, never for editing): a line libdat2 would skip is kept as
+ * ZD_DC_SKIPPED instead of failing, and a damaged block is not an error. */
+int zd_datconf_parse(struct zd_datconf *dc, char *text, size_t len, bool lenient,
 		     char *err, size_t errlen);
 void zd_datconf_free(struct zd_datconf *dc);
 
 /* Reads and parses path; -1 with err ("path: why") on failure. */
-int zd_datconf_load(struct zd_datconf *dc, const char *path, char *err, size_t errlen);
+int zd_datconf_load(struct zd_datconf *dc, const char *path, bool lenient,
+		    char *err, size_t errlen);
 
 /* 1-based line number of line i, for messages. */
 static inline size_t zd_dc_lineno(size_t i) { return i + 1; }

@@ -355,7 +355,9 @@ int zd_info_show(int argc, char **argv)
 	}
 	if (!file || !*file)
 		file = DAT_CONF_DEFAULT;
-	if (zd_datconf_load(&dc, file, err, sizeof(err)) < 0) {
+	/* Read as libdat2 reads it: a line it would skip is no reason not to
+	 * report the others. */
+	if (zd_datconf_load(&dc, file, true, err, sizeof(err)) < 0) {
 		zd_info_err("%s", err);
 		return ZD_EXIT_FAIL;
 	}

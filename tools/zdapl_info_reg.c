@@ -429,7 +429,7 @@ int zd_info_registration(int argc, char **argv)
 		return ZD_EXIT_FAIL;
 	}
 	if (listing) {
-		if (zd_datconf_load(&dc, real, err, sizeof(err)) < 0) {
+		if (zd_datconf_load(&dc, real, false, err, sizeof(err)) < 0) {
 			zd_info_err("%s", err);
 			return ZD_EXIT_FAIL;
 		}
@@ -444,7 +444,7 @@ int zd_info_registration(int argc, char **argv)
 	fd = o.dry_run ? -1 : lock_file(real, o.lock_timeout);
 	if (!o.dry_run && fd < 0)
 		return ZD_EXIT_FAIL;
-	if (zd_datconf_load(&dc, real, err, sizeof(err)) < 0) {
+	if (zd_datconf_load(&dc, real, false, err, sizeof(err)) < 0) {
 		zd_info_err("%s; not changed", err);
 		rc = ZD_EXIT_FAIL;
 	} else {

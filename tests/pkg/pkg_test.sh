@@ -108,6 +108,8 @@ else
 	echo "ok - man pages not installed here (dpkg path-exclude)"
 fi
 
+zdapl-compare --help >/dev/null || fail "zdapl-compare --help"
+echo "ok - zdapl-compare runs"
 env -u DAT_OVERRIDE sh "$src/tests/interop/dtest.sh" - zdapl-shm 9>&- || fail "dtest -P zdapl-shm"
 echo "ok - dtest -P zdapl-shm, server and client, no DAT_OVERRIDE"
 

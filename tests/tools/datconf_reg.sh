@@ -140,6 +140,18 @@ check "none lost (5 lines, one block)" sh -c "[ \$('$Z' list -f '$F' | wc -l) = 
 unreg -f "$F"
 check "and removal restores the file" cmp -s "$F" "$T/orig"
 
+# --- the report reads as libdat2 does: a line it skips is no error ----------
+printf 'bad line\n' >"$F"
+"$Z" --datconf --lib "$LIB" shm >>"$F"
+out=$(DAT_OVERRIDE=$F "$Z" 2>&1); rc=$?
+check "the report skips an unparsable line and opens the rest (exit 1: the library is not there)" \
+	failed_with $rc "$out" 1 "zdapl-shm: dat_ia_open"
+printf '# only comments\n' >"$F"
+out=$(DAT_OVERRIDE=$F "$Z" 2>&1); rc=$?
+check "the report: no zdapl line is exit 1 with a message" failed_with $rc "$out" 1 "no zdapl line"
+out=$(DAT_OVERRIDE=$T/none "$Z" 2>&1); rc=$?
+check "the report: a missing dat.conf is exit 1 with a message" failed_with $rc "$out" 1 "No such file"
+
 # --- --datconf ----------------------------------------------------------------
 check "--datconf: one line per device" [ "$("$Z" --datconf --lib "$LIB" | wc -l)" = 5 ]
 check "--datconf names a device" sh -c "'$Z' --datconf --lib '$LIB' mlx5_0-2 | grep -q '\"mlx5_0 2\"'"
