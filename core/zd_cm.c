@@ -1219,6 +1219,11 @@ static void *cm_thread(void *arg)
 		}
 		cm_free_zombies();
 	}
+	/* No listener left to give it to (zd_cm_start takes one again). */
+	if (spare_fd >= 0) {
+		close(spare_fd);
+		spare_fd = -1;
+	}
 	zd_cm.running = 0;
 	zd_cm_unlock();
 	return NULL;
