@@ -96,6 +96,10 @@ static void cm_atfork_child(void)
 		listeners[i]->sock.zombie = 1;
 	}
 	nlisteners = 0;
+	if (spare_fd >= 0) {
+		close(spare_fd);
+		spare_fd = -1;
+	}
 	zd_cm.conns.next = zd_cm.conns.prev = &zd_cm.conns;
 	zd_cm.zombies = NULL;
 	zd_cm.running = 0;
@@ -216,8 +220,6 @@ int zd_cm_start(void)
 			return -1;
 		}
 	}
-	if (spare_fd < 0)
-		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (zd_cm.running)
 		return 0;
 	/* The thread takes no signals: they belong to the application. */
@@ -462,6 +464,9 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
 	listeners[nlisteners++] = l;
+	/* Held while there is a listener to give it to. */
+	if (spare_fd < 0)
+		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	zd_cm.live++;
 	zd_count_ia(&ia->cnt, DCNT_IA_CM_LISTEN);
 	*out = l;
@@ -486,6 +491,10 @@ void zd_cm_listener_close(struct zd_cm_listener *l)
 			listeners[i] = listeners[--nlisteners];
 			break;
 		}
+	}
+	if (nlisteners == 0 && spare_fd >= 0) {
+		close(spare_fd);
+		spare_fd = -1;
 	}
 	/* Requests that arrived on it and wait for their REQ are refused when
 	 * it comes; pending CRs live on without it. */
@@ -1218,11 +1227,6 @@ static void *cm_thread(void *arg)
 			}
 		}
 		cm_free_zombies();
-	}
-	/* No listener left to give it to (zd_cm_start takes one again). */
-	if (spare_fd >= 0) {
-		close(spare_fd);
-		spare_fd = -1;
 	}
 	zd_cm.running = 0;
 	zd_cm_unlock();
