@@ -8,9 +8,14 @@
  * completion ring into which the peers of all its QPs publish receive
  * completions (zd_shm_cqring.h).  Every IA owns one more region: its
  * memory-region table (MR table, indexed by key index), its chunk table
- * (where the pool's memfd chunks lie) and a doorbell futex.  A peer obtains
- * these fds with pidfd_open + pidfd_getfd at qp_connect, so nothing ever
- * appears in /dev/shm and nothing is left behind after SIGKILL.
+ * (where the pool's memfd chunks lie) and a doorbell futex.  All of these
+ * are carved from one arena per IA (hw/soft/zd_soft_arena.h): its header
+ * is the IA region, the others lie at offsets the connection blob names.
+ * A peer obtains the arena's memfd once, at its first connection to the
+ * IA, over a UNIX socket (hw/soft/zd_soft_fdx.h: no ptrace rights, our
+ * uid policy), maps it and reaches every later region by offset: a
+ * connection costs no descriptor and no mapping.  Nothing ever appears in
+ * /dev/shm and nothing is left behind after SIGKILL.
  *
  *  - RDMA write/read: the initiator checks the rkey in the target's MR table
  *    (key, bounds, access, PZ) and copies itself: memcpy through its mapping
@@ -72,6 +77,7 @@
 #include "hw/soft/zd_soft_copy.h"
 #include "hw/soft/zd_soft_cq.h"
 #include "hw/soft/zd_soft_peer.h"
+#include "hw/soft/zd_soft_arena.h"
 #include "hw/soft/zd_soft_region.h"
 #include "hw/soft/zd_soft_table.h"
 #include "hw/shm/zd_shm_cqring.h"
@@ -81,7 +87,7 @@
 #define ZD_SHM_MAGIC_IA      0x7a64736869613032ull  /* "zdshia02": with atomic_lock */
 #define ZD_SHM_MAGIC_QP      0x7a64736871703031ull  /* "zdshqp01" */
 #define ZD_SHM_MAGIC_SRQ     0x7a64736873723031ull  /* "zdshsr01" */
-#define ZD_SHM_BLOB_VERSION  2  /* 2: the recv CQ's shared ring */
+#define ZD_SHM_BLOB_VERSION  3  /* 2: the recv CQ's shared ring; 3: offsets in the IA's arena */
 
 /* MR table: one entry per key index (zd_keys.c gives 20 index bits). */
 #define ZD_SHM_MR_INDEX_BITS 20
@@ -91,6 +97,12 @@
 /* Device limits (zd_shm_dev.c), also held by the data path. */
 #define ZD_SHM_MAX_MESSAGE   (1u << 30)
 #define ZD_SHM_MAX_RDMA      (1u << 30)
+
+/* The span of an IA's arena (reserved address space and a sparse file,
+ * not memory): the IA region and every QP, SRQ and CQ ring of the IA.
+ * An RC QP of the default depths takes ~270 KiB of it (most of it the
+ * eager ring, untouched until a message finds no receive posted). */
+#define ZD_SHM_ARENA_SPAN    (64ull << 30)
 
 /* Eager ring of a QP: messages that found no receive posted. */
 #define ZD_SHM_EAGER_SLOTS   64
@@ -196,18 +208,20 @@ struct zd_shm_srq_shared {
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t rnr_wait; /* a sender waits for buffers */
 };
 
-/* What qp_local_blob sends the peer. */
+/* What qp_local_blob sends the peer: its IA's arena (the fd's number in
+ * @pid, for zd_soft_fdx_get) and where its regions lie in it. */
 struct zd_shm_blob {
 	uint32_t version;
 	int32_t pid;
 	uint64_t ia_uid;
-	int32_t ia_fd;
-	int32_t qp_fd;
-	int32_t srq_fd;           /* -1: no SRQ */
+	int32_t ia_fd;            /* the arena's memfd */
 	uint32_t qp_tag;
 	uint32_t pz_id;
-	int32_t cq_fd;            /* the recv CQ's shared ring; -1: none */
-	uint64_t ia_size, qp_size, srq_size, cq_size;
+	uint32_t pad;
+	uint64_t ia_size;         /* the arena's span */
+	uint64_t qp_off, qp_size;
+	uint64_t srq_off, srq_size;   /* size 0: no SRQ */
+	uint64_t cq_off, cq_size;     /* the recv CQ's shared ring; size 0: none */
 };
 
 /* ---- process-private state ---- */
@@ -218,7 +232,7 @@ struct zd_shm_ud_qp;
 
 struct zd_shm_ia {
 	struct zd_ia *ia;
-	struct zd_soft_region region;
+	struct zd_soft_arena arena;       /* header: sh; then QP, SRQ, CQ-ring regions */
 	struct zd_shm_ia_shared *sh;
 	pthread_mutex_t lock;             /* control path */
 	struct zd_soft_peer *peers;       /* peer IAs (zd_soft_peer.h) */
@@ -279,6 +293,7 @@ struct zd_shm_cq {
 
 struct zd_shm_srq {
 	struct zd_srq *srq;
+	struct zd_shm_ia *sia;            /* whose arena holds region */
 	struct zd_soft_region region;
 	struct zd_shm_srq_shared *sh;
 	struct zd_shm_rq_slot *slots;
@@ -408,6 +423,18 @@ static inline bool zd_shm_mr_read(const struct zd_soft_mr_entry *tab, uint32_t k
 				  struct zd_soft_mr_view *v)
 {
 	return zd_soft_mr_read(&tab[key & (ZD_SHM_MR_ENTRIES - 1)], key, v);
+}
+
+/* ---- regions of the IA's arena (zd_soft_arena.h) ---- */
+static inline int zd_shm_region_alloc(struct zd_shm_ia *sia, size_t size,
+				      struct zd_soft_region *r)
+{
+	return zd_soft_arena_alloc(&sia->arena, size, r);
+}
+
+static inline void zd_shm_region_free(struct zd_shm_ia *sia, struct zd_soft_region *r)
+{
+	zd_soft_arena_free(&sia->arena, r);
 }
 
 /* ---- zd_shm_peer.c ---- */

@@ -39,7 +39,7 @@ int zd_shm_cqring_create(struct zd_shm_cq *cq, uint32_t qlen)
 		depth = cq->sia->cq_ring_entries;
 	if (!zd_shm_cq_layout(depth, &off, &size))
 		return -EINVAL;
-	rc = zd_soft_region_create(&cq->ring_region, size, "zdapl-shm-cq");
+	rc = zd_shm_region_alloc(cq->sia, size, &cq->ring_region);
 	if (rc != 0)
 		return rc;
 	cq->ring_sh = cq->ring_region.base;
@@ -58,7 +58,7 @@ int zd_shm_cqring_create(struct zd_shm_cq *cq, uint32_t qlen)
 
 void zd_shm_cqring_destroy(struct zd_shm_cq *cq)
 {
-	zd_soft_region_destroy(&cq->ring_region);
+	zd_shm_region_free(cq->sia, &cq->ring_region);
 	cq->ring_sh = NULL;
 	cq->ring = NULL;
 }
@@ -68,10 +68,10 @@ int zd_shm_cqring_map(struct zd_shm_qp *qp, const struct zd_shm_blob *b)
 	const struct zd_shm_cq_shared *sh;
 	uint64_t off, size;
 
-	if (b->cq_fd < 0)
+	if (b->cq_size == 0)
 		return 0;  /* the peer EP has no recv EVD: nothing to complete */
 	if (b->cq_size < sizeof(*sh) || b->cq_size > (1ull << 32) ||
-	    zd_soft_peer_map(qp->peer, b->cq_fd, b->cq_size, &qp->rcq_region) != 0)
+	    zd_soft_peer_carve(qp->peer, b->cq_off, b->cq_size, &qp->rcq_region) != 0)
 		return -1;
 	sh = qp->rcq_region.base;
 	/* Read the geometry once, check it, and never trust it again. */

@@ -77,11 +77,12 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	sia->ia = ia;
 	pthread_mutex_init(&sia->lock, NULL);
-	/* The MR table is sparse: pages appear as keys get used. */
-	if (zd_soft_region_create(&sia->region, sizeof(struct zd_shm_ia_shared),
-				  "zdapl-shm-ia") != 0)
+	/* The MR table is sparse: pages appear as keys get used; so is the
+	 * rest of the arena, as regions get carved and touched. */
+	if (zd_soft_arena_create(&sia->arena, sizeof(struct zd_shm_ia_shared), ZD_SHM_ARENA_SPAN,
+				 "zdapl-shm-ia") != 0)
 		goto err;
-	sia->sh = sia->region.base;
+	sia->sh = sia->arena.region.base;
 	sia->sh->magic = ZD_SHM_MAGIC_IA;
 	if (getrandom(&sia->sh->uid, sizeof(sia->sh->uid), 0) != sizeof(sia->sh->uid))
 		sia->sh->uid = (uint64_t)(uintptr_t)sia ^ (uint64_t)getpid() << 32;
@@ -95,7 +96,7 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	}
 	return DAT_SUCCESS;
 err:
-	zd_soft_region_destroy(&sia->region);
+	zd_soft_arena_destroy(&sia->arena);
 	pthread_mutex_destroy(&sia->lock);
 	free(sia);
 	return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
@@ -109,7 +110,7 @@ static void shm_ia_close(struct zd_ia *ia)
 		return;
 	zd_shm_waker_stop(sia);
 	zd_shm_chunks_stop(sia);
-	zd_soft_region_destroy(&sia->region);
+	zd_soft_arena_destroy(&sia->arena);
 	pthread_mutex_destroy(&sia->lock);
 	zd_shm_tags_free(sia);
 	free(sia);

@@ -156,4 +156,5 @@ void zd_shm_chunks_stop(struct zd_shm_ia *sia)
 	if (sia->listening)
 		zd_chunk_remove_listener(chunk_listener, sia);
 	sia->listening = false;
+	zd_soft_chunk_retract(sia->sh->chunks, ZD_SHM_CHUNK_SLOTS, ZD_SOFT_ADOPT_ID);
 }

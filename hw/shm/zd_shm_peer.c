@@ -1,9 +1,9 @@
 /*
  * Peers of an IA: the other IAs (in this process or another) its QPs are
  * connected to, attached through hw/soft/zd_soft_peer.h (one entry per
- * peer IA, shared by every QP to it: its pidfd, the mapping of its IA
- * region, the mappings of its memfd chunks), and the doorbell by which we
- * wake a peer's sleeping consumers.
+ * peer IA, shared by every QP to it: its pidfd, the mapping of its arena,
+ * whose header is its IA region, the mappings of its memfd chunks), and
+ * the doorbell by which we wake a peer's sleeping consumers.
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -28,7 +28,7 @@ struct zd_soft_peer *zd_shm_peer_get(struct zd_shm_ia *sia, const struct zd_shm_
 {
 	struct zd_soft_peer *p = NULL;
 
-	if (b->ia_size < sizeof(struct zd_shm_ia_shared) || b->ia_size > (1ull << 32))
+	if (b->ia_size < sizeof(struct zd_shm_ia_shared) || b->ia_size > ZD_SHM_ARENA_SPAN)
 		return NULL;
 	pthread_mutex_lock(&sia->lock);
 	p = zd_soft_peer_get(&sia->peers, b->pid, b->ia_uid, b->ia_fd, b->ia_size,

@@ -160,7 +160,7 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	qp->comp_depth = pow2_at_least((uint64_t)qp->rq_depth + ZD_SHM_EAGER_SLOTS + srq_depth, 64);
 	if (!qp_layout(qp->rq_depth, qp->comp_depth, ZD_SHM_EAGER_SLOTS, ZD_SHM_EAGER_SIZE, &l))
 		goto err;
-	if (zd_soft_region_create(&qp->region, l.size, "zdapl-shm-qp") != 0)
+	if (zd_shm_region_alloc(sia, l.size, &qp->region) != 0)
 		goto err;
 	qp->own = qp->region.base;
 	qp->own->magic = ZD_SHM_MAGIC_QP;
@@ -211,7 +211,7 @@ err:
 	free(qp->sq);
 	free(qp->rq_cookie);
 	free(qp->rq_first);
-	zd_soft_region_destroy(&qp->region);
+	zd_shm_region_free(sia, &qp->region);
 	free(qp);
 	return ret;
 }
@@ -229,16 +229,20 @@ size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 	b.version = ZD_SHM_BLOB_VERSION;
 	b.pid = getpid();
 	b.ia_uid = qp->sia->sh->uid;
-	b.ia_fd = qp->sia->region.fd;
-	b.ia_size = qp->sia->region.size;
-	b.qp_fd = qp->region.fd;
+	b.ia_fd = qp->sia->arena.region.fd;
+	b.ia_size = qp->sia->arena.region.size;
+	b.qp_off = qp->region.off;
 	b.qp_size = qp->region.size;
-	b.srq_fd = qp->srq ? qp->srq->region.fd : -1;
+	b.srq_off = qp->srq ? qp->srq->region.off : 0;
 	b.srq_size = qp->srq ? qp->srq->region.size : 0;
 	b.qp_tag = qp->tag;
 	b.pz_id = qp->pz_id;
-	b.cq_fd = qp->recv_cq ? qp->recv_cq->ring_region.fd : -1;
-	b.cq_size = qp->recv_cq ? qp->recv_cq->ring_region.size : 0;
+	/* Offsets name regions of one arena: the QP's IA's (an EP's DTO
+	 * EVDs and SRQ are of its own IA, zd_ep.c). */
+	if (qp->recv_cq && qp->recv_cq->sia == qp->sia) {
+		b.cq_off = qp->recv_cq->ring_region.off;
+		b.cq_size = qp->recv_cq->ring_region.size;
+	}
 	memcpy(blob, &b, sizeof(b));
 	return sizeof(b);
 }
@@ -279,7 +283,7 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	__atomic_store_n(&qp->peer, zd_shm_peer_get(qp->sia, &b), __ATOMIC_RELAXED);
 	if (!qp->peer)
 		return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
-	if (zd_soft_peer_map(qp->peer, b.qp_fd, b.qp_size, &qp->rregion) != 0)
+	if (zd_soft_peer_carve(qp->peer, b.qp_off, b.qp_size, &qp->rregion) != 0)
 		goto err;
 	r = qp->rregion.base;
 	/* Read the geometry once, validate it, and never trust it again. */
@@ -297,11 +301,11 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	qp->reager = (uint8_t *)r + l.eager_off;
 	qp->r_tag = b.qp_tag & ZD_SHM_TAG_MASK;
 	qp->r_pz_id = b.pz_id;
-	if (b.srq_fd >= 0) {
+	if (b.srq_size) {
 		struct zd_shm_srq_shared *s;
 
 		if (b.srq_size < sizeof(*s) || b.srq_size > (1ull << 32) ||
-		    zd_soft_peer_map(qp->peer, b.srq_fd, b.srq_size, &qp->rsrq_region) != 0)
+		    zd_soft_peer_carve(qp->peer, b.srq_off, b.srq_size, &qp->rsrq_region) != 0)
 			goto err;
 		s = qp->rsrq_region.base;
 		if (s->magic != ZD_SHM_MAGIC_SRQ || !s->depth || (s->depth & (s->depth - 1)) ||
@@ -462,7 +466,7 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 	/* Receives the peer filled but nobody reaped: report them flushed. */
 	zd_shm_qp_flush_recvs(qp, true);
 	qp_unmap_peer(qp);
-	zd_soft_region_destroy(&qp->region);
+	zd_shm_region_free(qp->sia, &qp->region);
 	free(qp->rq_cookie);
 	free(qp->rq_first);
 	free(qp->sq);

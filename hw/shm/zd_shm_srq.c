@@ -37,12 +37,13 @@ DAT_RETURN zd_shm_srq_create(struct zd_srq *srq)
 	if (!s)
 		goto err;
 	s->srq = srq;
+	s->sia = srq->obj.ia->dev_priv;
 	s->depth = srq_capacity(srq);
 	s->pz_id = zd_shm_pz_id(srq->pz);
 	s->cookie = calloc(s->depth, sizeof(*s->cookie));
 	if (!s->cookie ||
-	    zd_soft_region_create(&s->region, slots_off + (uint64_t)s->depth *
-				  sizeof(struct zd_shm_rq_slot), "zdapl-shm-srq") != 0)
+	    zd_shm_region_alloc(s->sia, slots_off + (uint64_t)s->depth *
+				sizeof(struct zd_shm_rq_slot), &s->region) != 0)
 		goto err;
 	s->sh = s->region.base;
 	s->sh->magic = ZD_SHM_MAGIC_SRQ;
@@ -73,7 +74,7 @@ void zd_shm_srq_destroy(struct zd_srq *srq)
 
 	if (!s)
 		return;
-	zd_soft_region_destroy(&s->region);
+	zd_shm_region_free(s->sia, &s->region);
 	free(atomic_load(&s->qps));
 	free(s->cookie);
 	free(s);

@@ -83,8 +83,7 @@ DAT_RETURN zd_shm_ud_qp_create(struct zd_ep *ep)
 	qp->rq_depth = depth;
 	qp->rq_cookie = calloc(depth, sizeof(*qp->rq_cookie));
 	qp->ud = calloc(1, sizeof(*qp->ud));
-	if (!qp->rq_cookie || !qp->ud ||
-	    zd_soft_region_create(&qp->region, l.size, "zdapl-shm-udqp") != 0)
+	if (!qp->rq_cookie || !qp->ud || zd_shm_region_alloc(sia, l.size, &qp->region) != 0)
 		goto err;
 	qp->ud->pid = getpid();
 	/* A fresh region reads zero: every slot FREE at position 0. */
@@ -117,7 +116,7 @@ DAT_RETURN zd_shm_ud_qp_create(struct zd_ep *ep)
 	zd_ep_dto_refresh(ep);
 	return DAT_SUCCESS;
 err:
-	zd_soft_region_destroy(&qp->region);
+	zd_shm_region_free(sia, &qp->region);
 	free(qp->rq_cookie);
 	free(qp->ud);
 	free(qp);
@@ -134,9 +133,9 @@ size_t zd_shm_ud_local_blob(struct zd_shm_qp *qp, void *blob, size_t max)
 	b.version = ZD_SHM_UD_BLOB_VERSION;
 	b.pid = getpid();
 	b.ia_uid = qp->sia->sh->uid;
-	b.ia_fd = qp->sia->region.fd;
-	b.ia_size = qp->sia->region.size;
-	b.qp_fd = qp->region.fd;
+	b.ia_fd = qp->sia->arena.region.fd;
+	b.ia_size = qp->sia->arena.region.size;
+	b.qp_off = qp->region.off;
 	b.qp_size = qp->region.size;
 	b.gen = qp->ud->gen;
 	memcpy(blob, &b, sizeof(b));
@@ -161,7 +160,7 @@ DAT_RETURN zd_shm_ud_ah_create(struct zd_ia *ia, const void *blob, size_t len, v
 	if (!blob || len != sizeof(b))
 		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
 	memcpy(&b, blob, sizeof(b));
-	if (b.version != ZD_SHM_UD_BLOB_VERSION || b.pid <= 0 || b.ia_fd < 0 || b.qp_fd < 0 ||
+	if (b.version != ZD_SHM_UD_BLOB_VERSION || b.pid <= 0 || b.ia_fd < 0 ||
 	    b.gen == 0 || b.qp_size < sizeof(*hdr) || b.qp_size > (1ull << 32))
 		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
 	memset(&pb, 0, sizeof(pb));
@@ -175,7 +174,7 @@ DAT_RETURN zd_shm_ud_ah_create(struct zd_ia *ia, const void *blob, size_t len, v
 	a->peer = zd_shm_peer_get(sia, &pb);
 	if (!a->peer)
 		return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
-	if (zd_soft_peer_map(a->peer, b.qp_fd, b.qp_size, &a->region) != 0)
+	if (zd_soft_peer_carve(a->peer, b.qp_off, b.qp_size, &a->region) != 0)
 		goto err;
 	/* Read the geometry once, check it, and never trust it again. */
 	hdr = a->region.base;

@@ -34,7 +34,7 @@
 #include "hw/shm/zd_shm.h"
 
 #define ZD_SHM_MAGIC_UDQP       0x7a64736875643031ull  /* "zdshud01" */
-#define ZD_SHM_UD_BLOB_VERSION  0x55440001u
+#define ZD_SHM_UD_BLOB_VERSION  0x55440002u  /* 2: the QP region by offset in the arena */
 
 /* Largest datagram payload: the device's message limit, less the GRH
  * space, so that a whole received datagram is one message (there is no
@@ -77,9 +77,9 @@ struct zd_shm_ud_blob {
 	int32_t pid;
 	uint64_t ia_uid;
 	uint64_t ia_size;
-	int32_t ia_fd;
-	int32_t qp_fd;
-	uint64_t qp_size;
+	int32_t ia_fd;            /* the IA's arena (zd_shm.h) */
+	int32_t pad;
+	uint64_t qp_off, qp_size; /* the QP's region in it */
 	uint64_t gen;
 };
 

@@ -1,11 +1,12 @@
 /*
- * Peers of the software devices (zd_soft_peer.h): attachment through a
- * pidfd, the mapping of the peer's main region, and the lazily made
- * mappings of its memfd chunks.
+ * Peers of the software devices (zd_soft_peer.h): attachment (a pidfd,
+ * which tells whether it lives), the mapping of the peer's main region, and
+ * the lazily made mappings of its memfd chunks.
  *
  * Costs: same process: the address itself; a target in a published chunk
- * of the peer: pidfd_getfd + mmap on the first touch of each chunk, then a
- * pointer add; anything else: cross-memory attach per access.
+ * of the peer: one fd exchange (zd_soft_fdx.h) + mmap on the first touch
+ * of each chunk, then a pointer add; anything else: cross-memory attach
+ * per access.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -92,7 +93,7 @@ struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uin
 	p->pidfd = p->self ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
 	if (!p->self && p->pidfd < 0)
 		goto err;
-	if (zd_soft_region_map_peer(&p->region, p->pidfd, fd, size) != 0)
+	if (zd_soft_region_map_peer(&p->region, pid, fd, size) != 0)
 		goto err;
 	p->chunk_tab = check(p->region.base, size, uid, &nchunks);
 	if (!p->chunk_tab || peer_setup(p, nchunks) != 0)
@@ -168,7 +169,7 @@ static void *chunk_map(struct zd_soft_peer *p, uint32_t slot, const struct zd_so
 	if (ret)
 		goto out;
 	if (v->len == 0 || v->len > (1ull << 40) ||
-	    zd_soft_region_map_peer(&r, p->pidfd, v->fd, v->len) != 0)
+	    zd_soft_region_map_peer(&r, p->pid, v->fd, v->len) != 0)
 		goto out;
 	if (m->base) {
 		/* The slot was reused by the peer: another thread may still
@@ -218,7 +219,7 @@ static void *window_map(struct zd_soft_peer *p, const struct zd_soft_chunk_view 
 	ret = leaf->base[k & ((1u << ZD_SOFT_WIN_LEAF_BITS) - 1)];
 	if (ret)
 		goto out;
-	if (zd_soft_region_map_peer_at(&r, p->pidfd, v->fd, k << ZD_SOFT_WIN_SHIFT,
+	if (zd_soft_region_map_peer_at(&r, p->pid, v->fd, k << ZD_SOFT_WIN_SHIFT,
 				       window_len(k)) != 0)
 		goto out;
 	ret = r.base;

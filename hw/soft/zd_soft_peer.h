@@ -51,7 +51,7 @@ struct zd_soft_peer {
 	bool self;                   /* this process: its addresses are ours */
 	bool pinned;                 /* the device's own region: never released */
 	pid_t pid;
-	int pidfd;                   /* -1 when self */
+	int pidfd;                   /* -1 when self; readable once it is gone */
 	uint64_t uid;                /* names the peer region among the peer's */
 	struct zd_soft_region region;                 /* its main region, mapped */
 	const struct zd_soft_chunk_entry *chunk_tab;  /* inside region */
@@ -82,11 +82,13 @@ int zd_soft_peer_init_own(struct zd_soft_peer *p, void *region, size_t size, uin
 			  const struct zd_soft_chunk_entry *tab, uint32_t nchunks);
 void zd_soft_peer_fini_own(struct zd_soft_peer *p);
 
-/* Maps another memfd of the peer (a QP's or SRQ's region) into @r. */
-static inline int zd_soft_peer_map(const struct zd_soft_peer *p, int fd, size_t size,
-				   struct zd_soft_region *r)
+/* @size bytes at offset @off of the peer's main region (a QP's, SRQ's or
+ * CQ ring's region carved from its arena, zd_soft_arena.h) into @r,
+ * borrowed from our mapping of it; 0 or -EINVAL (not inside it). */
+static inline int zd_soft_peer_carve(const struct zd_soft_peer *p, uint64_t off, uint64_t size,
+				     struct zd_soft_region *r)
 {
-	return zd_soft_region_map_peer(r, p->pidfd, fd, size);
+	return zd_soft_region_carve(r, &p->region, off, size);
 }
 
 /* Pointer to the peer's [addr, addr + len), which its region table says

@@ -4,9 +4,9 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hw/soft/zd_soft_fdx.h"
 #include "hw/soft/zd_soft_region.h"
 
 int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *name)
@@ -17,6 +17,8 @@ int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *nam
 	size = (size + page - 1) & ~(page - 1);
 	r->base = NULL;
 	r->size = size;
+	r->borrowed = false;
+	r->off = 0;
 	r->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (r->fd < 0)
 		return -errno;
@@ -28,6 +30,14 @@ int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *nam
 		r->base = NULL;
 		goto err;
 	}
+	/* Peers obtain it from us (they map it: that is what it is for). */
+	if ((e = zd_soft_fdx_offer(r->fd)) != 0) {
+		munmap(r->base, size);
+		r->base = NULL;
+		close(r->fd);
+		r->fd = -1;
+		return e;
+	}
 	return 0;
 err:
 	e = errno;
@@ -38,20 +48,37 @@ err:
 
 void zd_soft_region_destroy(struct zd_soft_region *r)
 {
-	if (r->base)
+	if (r->base && !r->borrowed)
 		munmap(r->base, r->size);
-	if (r->fd >= 0)
+	if (r->fd >= 0) {
+		zd_soft_fdx_withdraw(r->fd);
 		close(r->fd);
+	}
 	r->base = NULL;
 	r->fd = -1;
 }
 
-int zd_soft_region_map_peer(struct zd_soft_region *r, int pidfd, int fd, size_t size)
+int zd_soft_region_map_peer(struct zd_soft_region *r, pid_t pid, int fd, size_t size)
 {
-	return zd_soft_region_map_peer_at(r, pidfd, fd, 0, size);
+	return zd_soft_region_map_peer_at(r, pid, fd, 0, size);
 }
 
-int zd_soft_region_map_peer_at(struct zd_soft_region *r, int pidfd, int fd, uint64_t off,
+int zd_soft_region_carve(struct zd_soft_region *r, const struct zd_soft_region *whole,
+			 uint64_t off, uint64_t size)
+{
+	r->base = NULL;
+	r->fd = -1;
+	r->size = 0;
+	if (!whole->base || size == 0 || off > whole->size || size > whole->size - off)
+		return -EINVAL;
+	r->base = (char *)whole->base + off;
+	r->size = (size_t)size;
+	r->off = off;
+	r->borrowed = true;
+	return 0;
+}
+
+int zd_soft_region_map_peer_at(struct zd_soft_region *r, pid_t pid, int fd, uint64_t off,
 			       size_t size)
 {
 	struct stat st;
@@ -60,14 +87,15 @@ int zd_soft_region_map_peer_at(struct zd_soft_region *r, int pidfd, int fd, uint
 	r->base = NULL;
 	r->fd = -1;
 	r->size = size;
+	r->borrowed = false;
+	r->off = 0;
 	if (fd < 0 || size == 0)
 		return -EINVAL;
-	/* pidfd < 0: the peer is this very process, the fd is ours already
-	 * (and tools without pidfd_getfd, valgrind 3.19, still work). */
-	local = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0)
-			   : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	/* The peer hands it over (no ptrace rights needed); this very
+	 * process duplicates its own. */
+	local = zd_soft_fdx_get(pid, fd);
 	if (local < 0)
-		return -errno;
+		return local;
 	/* A region the peer could shrink would SIGBUS us: insist on seals. */
 	seals = fcntl(local, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(local, &st) != 0 ||
@@ -90,7 +118,7 @@ int zd_soft_region_map_peer_at(struct zd_soft_region *r, int pidfd, int fd, uint
 
 void zd_soft_region_unmap(struct zd_soft_region *r)
 {
-	if (r->base)
+	if (r->base && !r->borrowed)
 		munmap(r->base, r->size);
 	r->base = NULL;
 }

@@ -1,4 +1,5 @@
 /* Writers of the shared region and chunk tables (zd_soft_table.h). */
+#include "hw/soft/zd_soft_fdx.h"
 #include "hw/soft/zd_soft_table.h"
 #include "mem/zd_adopt.h"
 
@@ -23,6 +24,9 @@ int zd_soft_chunk_publish(struct zd_soft_chunk_entry *tab, uint32_t n, uint32_t 
 
 		if (atomic_load_explicit(&e->id, memory_order_relaxed) != 0)
 			continue;
+		/* Peers obtain the fd from us: only published ones. */
+		if (zd_soft_fdx_offer(fd) != 0)
+			return -1;
 		zd_soft_seq_begin(&e->seq);
 		atomic_store_explicit(&e->fd, fd, memory_order_relaxed);
 		atomic_store_explicit(&e->base, base, memory_order_relaxed);
@@ -42,6 +46,7 @@ int zd_soft_chunk_retract(struct zd_soft_chunk_entry *tab, uint32_t n, uint32_t 
 
 		if (id == 0 || atomic_load_explicit(&e->id, memory_order_relaxed) != id)
 			continue;
+		zd_soft_fdx_withdraw(atomic_load_explicit(&e->fd, memory_order_relaxed));
 		zd_soft_seq_begin(&e->seq);
 		atomic_store_explicit(&e->id, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->fd, -1, memory_order_relaxed);

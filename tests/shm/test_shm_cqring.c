@@ -76,11 +76,14 @@ static int scribble(const struct info *peer, uint32_t count, int wr)
 	int pidfd, fd;
 
 	memcpy(&b, peer->blob, sizeof(b));
+	/* The IA's arena (a hostile peer may use ptrace rights where it has
+	 * them); the ring at its offset. */
 	pidfd = (int)syscall(SYS_pidfd_open, b.pid, 0);
-	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, b.cq_fd, 0);
+	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, b.ia_fd, 0);
 	if (fd < 0)
 		return 70;
-	sh = mmap(NULL, b.cq_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	sh = mmap(NULL, b.cq_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)b.cq_off);
+	close(fd);
 	if (sh == MAP_FAILED)
 		return 71;
 	ring = (void *)((char *)sh + sh->ring_off);

@@ -927,11 +927,13 @@ Test(ud, garbage_addresses_refused)
 	REFUSED(gen, good.gen + 1);              /* an older or newer QP there */
 	REFUSED(gen, 0);
 	REFUSED(ia_uid, good.ia_uid ^ 1);        /* another IA */
-	REFUSED(ia_fd, good.qp_fd);              /* not an IA region */
-	REFUSED(qp_fd, good.ia_fd);              /* not a UD QP region */
-	REFUSED(qp_fd, 0);                       /* not a memfd */
-	REFUSED(qp_fd, 100000);                  /* no such fd */
-	REFUSED(qp_size, good.qp_size * 4);      /* larger than the region */
+	REFUSED(ia_fd, 0);                       /* not a memfd */
+	REFUSED(ia_fd, 100000);                  /* no such fd */
+	REFUSED(qp_off, 0);                      /* the IA region, not a UD QP region */
+	REFUSED(qp_off, good.qp_off + 4096);     /* inside it, not its start */
+	REFUSED(qp_off, good.ia_size);           /* beyond the arena */
+	REFUSED(qp_off, UINT64_MAX - 4095);      /* wrapping */
+	REFUSED(qp_size, good.ia_size);          /* larger than the arena */
 	REFUSED(qp_size, 8);
 	REFUSED(ia_size, 8);
 	REFUSED(version, good.version + 1);
