@@ -1,6 +1,7 @@
 /* dat_ia_query attributes: the limits the IA's device reports, nothing more. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <dat2/udat.h>
 #include <dat2/dat_ib_extensions.h>
@@ -18,9 +19,30 @@
 	 DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG | \
 	 DAT_COMPLETION_EVD_THRESHOLD_FLAG)
 
+/* Descriptors left to the process's own use when max_eps is derived from
+ * RLIMIT_NOFILE (its stdio, files, the CM's epoll, the IA's threads'). */
+#define ZD_FD_RESERVE 64
+
+/* EPs that can be connected at once: the device's own limit, and what the
+ * soft RLIMIT_NOFILE holds at one CM socket plus the device's descriptors
+ * per connected EP (read at each query: a consumer that raises ulimit -n
+ * sees it). */
+static DAT_COUNT max_eps_held(const struct zd_device_limits *l)
+{
+	struct rlimit r;
+	uint64_t by_fds;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+		return l->max_eps;
+	by_fds = r.rlim_cur > ZD_FD_RESERVE ? (r.rlim_cur - ZD_FD_RESERVE) /
+					      (uint64_t)(1 + ZD_MAX(l->fds_per_ep, 0)) : 0;
+	return (DAT_COUNT)ZD_MIN((uint64_t)l->max_eps, by_fds);
+}
+
 void zd_ia_fill_attr(const struct zd_ia *ia, DAT_IA_ATTR *a)
 {
 	const struct zd_device_limits *l = &ia->limits;
+	DAT_COUNT max_eps = max_eps_held(l);
 
 	memset(a, 0, sizeof(*a));
 	snprintf(a->adapter_name, sizeof(a->adapter_name), "%s", ia->dev->adapter_name);
@@ -29,7 +51,7 @@ void zd_ia_fill_attr(const struct zd_ia *ia, DAT_IA_ATTR *a)
 	a->firmware_version_major = ZD_PROVIDER_VERSION_MAJOR;
 	a->firmware_version_minor = ZD_PROVIDER_VERSION_MINOR;
 	a->ia_address_ptr = (DAT_IA_ADDRESS_PTR)&ia->addr;
-	a->max_eps = l->max_eps;
+	a->max_eps = max_eps;
 	a->max_dto_per_ep = l->max_dto_per_ep;
 	a->max_rdma_read_per_ep_in = l->max_rdma_read_per_ep;
 	a->max_rdma_read_per_ep_out = l->max_rdma_read_per_ep;
@@ -45,7 +67,7 @@ void zd_ia_fill_attr(const struct zd_ia *ia, DAT_IA_ATTR *a)
 	a->max_rmrs = l->max_rmrs;
 	a->max_rmr_target_address = ~(DAT_VADDR)0 >> 16;
 	a->max_srqs = l->max_srqs;
-	a->max_ep_per_srq = l->max_eps;
+	a->max_ep_per_srq = max_eps;
 	a->max_recv_per_srq = l->max_recv_per_srq;
 	a->max_iov_segments_per_rdma_read = l->max_iov_segments;
 	a->max_iov_segments_per_rdma_write = l->max_iov_segments;

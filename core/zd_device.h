@@ -60,6 +60,10 @@ struct zd_device_limits {
 	DAT_COUNT max_inline;
 	/* Largest datagram payload of a UD EP (its "MTU"); 0: no UD. */
 	DAT_SEG_LENGTH max_ud_payload;
+	/* Descriptors a connected EP holds besides the CM's socket (tcp: its
+	 * data socket); max_eps as reported is also bounded by what
+	 * RLIMIT_NOFILE leaves for them (zd_ia_fill_attr). */
+	DAT_COUNT fds_per_ep;
 };
 
 /* Bytes a device may keep per UD address handle (zd_ud.c stores them). */

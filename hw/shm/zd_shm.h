@@ -102,7 +102,7 @@
  * not memory): the IA region and every QP, SRQ and CQ ring of the IA.
  * An RC QP of the default depths takes ~270 KiB of it (most of it the
  * eager ring, untouched until a message finds no receive posted). */
-#define ZD_SHM_ARENA_SPAN    (64ull << 30)
+#define ZD_SHM_ARENA_SPAN    (256ull << 30)
 
 /* Eager ring of a QP: messages that found no receive posted. */
 #define ZD_SHM_EAGER_SLOTS   64

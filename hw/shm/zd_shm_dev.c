@@ -20,7 +20,10 @@
 #include "hw/shm/zd_shm_ud.h"
 
 static const struct zd_device_limits shm_limits = {
-	.max_eps = 4096,
+	/* RC QPs whose regions are 1 MiB or less (max_recv_dtos up to ~1000)
+	 * fit ZD_SHM_ARENA_SPAN this many times; the tags of a CQ's IA (2^20)
+	 * hold more.  A connected EP's only descriptor is its CM socket. */
+	.max_eps = (DAT_COUNT)(ZD_SHM_ARENA_SPAN >> 20),
 	.max_dto_per_ep = 16384,
 	.max_rdma_read_per_ep = 64,
 	.max_evds = 8192,

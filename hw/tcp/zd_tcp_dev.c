@@ -21,7 +21,11 @@
 #include "hw/tcp/zd_tcp_ud.h"
 
 static const struct zd_device_limits tcp_limits = {
-	.max_eps = 4096,
+	/* Nothing of the device's own below what descriptors allow: a
+	 * connected EP holds its data socket (and its listener until the
+	 * peer connected to it) beside the CM's socket. */
+	.max_eps = 1 << 20,
+	.fds_per_ep = 1,
 	.max_dto_per_ep = 16384,
 	.max_rdma_read_per_ep = 64,
 	.max_evds = 8192,

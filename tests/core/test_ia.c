@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "zd_test_dat.h"
 
@@ -28,6 +29,39 @@ Test(ia, open_query_close)
 	cr_assert_eq(pattr.dapl_version_major, 2);
 	cr_assert_eq(pattr.is_thread_safe, DAT_FALSE, "must echo the dat.conf key");
 	cr_assert_eq(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+}
+
+/* max_eps is what the process can hold connected: one CM socket per EP
+ * (shm), and the data socket too (tcp), within RLIMIT_NOFILE less 64. */
+static DAT_COUNT max_eps_of(const char *name)
+{
+	DAT_IA_HANDLE ia;
+	DAT_EVD_HANDLE async;
+	DAT_IA_ATTR attr;
+
+	cr_assert_eq(zd_test_open(name, &ia, &async), DAT_SUCCESS);
+	cr_assert_eq(dat_ia_query(ia, &async, DAT_IA_ALL, &attr, 0, NULL), DAT_SUCCESS);
+	cr_assert_eq(attr.max_ep_per_srq, attr.max_eps);
+	cr_assert_eq(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+	return attr.max_eps;
+}
+
+Test(ia, max_eps_follows_nofile)
+{
+	struct rlimit old, r;
+
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	r = old;
+	r.rlim_cur = 1000;
+	if (old.rlim_max < 1000)
+		cr_skip_test("hard RLIMIT_NOFILE below 1000");
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &r), 0);
+	cr_expect_eq(max_eps_of("zdapl-shm"), 1000 - 64);
+	cr_expect_eq(max_eps_of("zdapl-tcp-lo"), (1000 - 64) / 2);
+	r.rlim_cur = 2000;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &r), 0);
+	cr_expect_eq(max_eps_of("zdapl-shm"), 2000 - 64, "a raised limit is seen at once");
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
 Test(ia, tcp_address_is_the_named_interface)
