@@ -25,6 +25,7 @@
  * retried by the next post or progress of the request EVD; later DTOs of
  * the EP queue behind it, so every DTO of an EP executes in post order.
  */
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
 
@@ -144,9 +145,14 @@ static __attribute__((noinline)) int rdma_copy_sg(struct zd_shm_qp *qp, bool wri
 		liov[i].iov_base = (void *)(uintptr_t)iov[i].virtual_address;
 		liov[i].iov_len = iov[i].segment_length;
 	}
-	if (ZD_UNLIKELY(zd_soft_peer_copy(qp->peer, write, liov, (int)n, rseg, 1) != 0))
+	switch (zd_soft_peer_copy(qp->peer, write, liov, (int)n, rseg, 1)) {
+	case 0:
+		return DAT_DTO_SUCCESS;
+	case -EACCES:
+		return DAT_DTO_ERR_REMOTE_ACCESS;  /* no ptrace rights over it */
+	default:
 		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
-	return DAT_DTO_SUCCESS;
+	}
 }
 
 static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
@@ -471,8 +477,11 @@ static int exec_send(struct zd_shm_qp *qp, DAT_COUNT n, const DAT_LMR_TRIPLET *i
 			inl = (uint8_t)total;
 		} else {
 			memcpy(segs, slot->seg, nseg * sizeof(segs[0]));
-			if (zd_soft_peer_copy(qp->peer, true, liov, (int)n, segs, (int)nseg) != 0) {
-				st = DAT_DTO_ERR_REMOTE_RESPONDER;
+			int rc = zd_soft_peer_copy(qp->peer, true, liov, (int)n, segs, (int)nseg);
+
+			if (rc != 0) {
+				st = rc == -EACCES ? DAT_DTO_ERR_REMOTE_ACCESS
+						   : DAT_DTO_ERR_REMOTE_RESPONDER;
 				rst = DAT_DTO_ERR_LOCAL_PROTECTION;
 			}
 		}
@@ -589,6 +598,7 @@ static __attribute__((noinline)) int exec_atomic(struct zd_shm_qp *qp, DAT_DTOS 
 	struct zd_soft_peer *p = qp->peer;
 	struct zd_soft_mr_view v;
 	uint64_t old;
+	int rc;
 
 	if (!local_seg_ok(qp, local, DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
 		return DAT_DTO_ERR_LOCAL_PROTECTION;
@@ -598,12 +608,14 @@ static __attribute__((noinline)) int exec_atomic(struct zd_shm_qp *qp, DAT_DTOS 
 	    !zd_soft_mr_allows(&v, remote->virtual_address, sizeof(old),
 			       DAT_IB_MEM_PRIV_REMOTE_ATOMIC, qp->r_pz_id))
 		return DAT_DTO_ERR_REMOTE_ACCESS;
-	if (zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock,
+	rc = zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock,
 				zd_soft_mr_chunk(&v, remote->virtual_address, sizeof(old)),
 				remote->virtual_address,
 				op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP ? apply_cmp_swap : apply_fetch_add,
-				x, &old) != 0)
-		return DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
+				x, &old);
+	if (rc != 0)
+		return rc == -EACCES ? DAT_DTO_ERR_REMOTE_ACCESS  /* no ptrace rights */
+				     : DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
 	memcpy((void *)(uintptr_t)local->virtual_address, &old, sizeof(old));
 	*done = sizeof(old);
 	return DAT_DTO_SUCCESS;

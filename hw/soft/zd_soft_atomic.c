@@ -11,6 +11,7 @@
 
 #include "evd/zd_ring_arch.h"   /* zd_cpu_relax */
 #include "hw/soft/zd_soft_atomic.h"
+#include "hw/soft/zd_soft_copy.h"
 
 /* Spins before a waiter yields and asks whether the holder still lives. */
 #define ZD_SOFT_LOCK_SPINS 4096u
@@ -107,6 +108,8 @@ int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t
 		nv = apply(*old, arg, &store);
 		li.iov_base = &nv;
 		rc = !store || process_vm_writev(p->pid, &li, 1, &ri, 1, 0) == 8 ? 0 : -1;
+	} else {
+		rc = zd_soft_peer_xma_failed(p, errno);
 	}
 	atomic_store_explicit(lock, 0, memory_order_release);
 	return rc;

@@ -23,7 +23,8 @@ typedef uint64_t zd_soft_atomic_fn(uint64_t old, const void *arg, bool *store);
 
 /* Applies @apply to the peer's checked, 8-byte aligned word at @addr
  * (chunk slot @chunk of its region table); the old value lands in *@old.
- * 0, or -1 if the peer cannot be reached (or its chunk not mapped). */
+ * 0, -EACCES (cross-memory attach refused: zd_soft_peer_xma_failed), or -1
+ * if the peer cannot be reached (or its chunk not mapped). */
 int zd_soft_peer_atomic(struct zd_soft_peer *p, _Atomic uint32_t *lock, uint32_t chunk,
 			uint64_t addr, zd_soft_atomic_fn *apply, const void *arg, uint64_t *old);
 

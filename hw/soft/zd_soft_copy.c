@@ -1,6 +1,9 @@
 /* One-sided copies to and from a peer (zd_soft_copy.h). */
+#include <errno.h>
+#include <string.h>
 #include <sys/uio.h>
 
+#include "core/zd_log.h"
 #include "hw/soft/zd_soft_copy.h"
 
 /* Scatter/gather memcpy between two segment lists (@to_b: a into b),
@@ -122,5 +125,19 @@ int zd_soft_peer_copy(struct zd_soft_peer *p, bool to_peer, const struct iovec *
 					  (unsigned long)nr, 0)
 		      : process_vm_readv(p->pid, local, (unsigned long)nlocal, riov,
 					 (unsigned long)nr, 0);
-	return got == (ssize_t)want ? 0 : -1;
+	return got == (ssize_t)want ? 0 : got < 0 ? zd_soft_peer_xma_failed(p, errno) : -1;
+}
+
+int zd_soft_peer_xma_failed(struct zd_soft_peer *p, int err)
+{
+	if (err != EPERM && err != EACCES)
+		return -1;
+	if (!atomic_exchange_explicit(&p->xma_refused_said, true, memory_order_relaxed))
+		zd_log_error("soft: process %d refuses us cross-memory attach (%s): its registered "
+			     "memory outside zdapl's pool and whole adopted pages is unreachable "
+			     "(ptrace rights: Yama ptrace_scope, a non-dumpable process, another "
+			     "user); such RDMA and sends complete DAT_DTO_ERR_REMOTE_ACCESS. "
+			     "Register zdapl_mem_alloc memory or whole pages there", (int)p->pid,
+			     strerror(err));
+	return -EACCES;
 }

@@ -123,11 +123,19 @@ static ZD_ALWAYS_INLINE void zd_soft_copy_to_peer(void *dst, const void *src, ui
 	}
 }
 
+/* A cross-memory attach to @p failed with @err: -EACCES when the kernel
+ * refused us ptrace rights over it (Yama ptrace_scope, a non-dumpable
+ * peer, another user: a zdapl: line once per peer says so), else -1 (the
+ * peer is gone).  Callers complete DAT_DTO_ERR_REMOTE_ACCESS for the
+ * first, DAT_DTO_ERR_REMOTE_RESPONDER for the second. */
+int zd_soft_peer_xma_failed(struct zd_soft_peer *p, int err);
+
 /* Copies between local segments and the peer's (@to_peer: into the
  * peer's, tail last), through pointers where the peer's memory is mapped
  * or ours, else by cross-memory attach.  The peer's segments must cover
- * the local total.  0, or -1 (more than ZD_SOFT_MAX_SEGS segments, short
- * remote segments, or the peer is gone). */
+ * the local total.  0, -EACCES (cross-memory attach refused:
+ * zd_soft_peer_xma_failed), or -1 (more than ZD_SOFT_MAX_SEGS segments,
+ * short remote segments, or the peer is gone). */
 int zd_soft_peer_copy(struct zd_soft_peer *p, bool to_peer, const struct iovec *local, int nlocal,
 		      const struct zd_soft_seg *remote, int nremote);
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,6 +132,14 @@ bool zd_soft_fdx_uid_allowed(uid_t uid)
 	return ok;
 }
 
+/* A refusal's zdapl: line; the first 16 of the process only. */
+static bool refusal_said(void)
+{
+	static _Atomic unsigned n;
+
+	return atomic_fetch_add_explicit(&n, 1, memory_order_relaxed) >= 16;
+}
+
 /* ---- the offered fds ---- */
 
 static struct fdx_offer *offer_find(int fd)
@@ -167,6 +176,10 @@ static void serve_one(int s)
 		return;
 	if (!zd_soft_fdx_uid_allowed(cred.uid)) {
 		rep.err = EACCES;
+		if (!refusal_said())
+			zd_log_error("soft: process %d of uid %u asked for our shared memory: refused "
+				     "(not our uid %u; ZDAPL_PEER_UIDS names the users we let in)",
+				     (int)cred.pid, (unsigned)cred.uid, (unsigned)geteuid());
 	} else {
 		const struct fdx_offer *o;
 
@@ -357,6 +370,11 @@ int zd_soft_fdx_get(pid_t pid, int fd)
 	if (n != (ssize_t)sizeof(rep) || rep.magic != FDX_MAGIC || rep.err != 0 || got < 0) {
 		if (got >= 0)
 			close(got);
+		if (n == (ssize_t)sizeof(rep) && rep.err == EACCES && !refusal_said())
+			zd_log_error("soft: process %d of uid %u refuses us (uid %u) its shared memory: "
+				     "the connection fails; its ZDAPL_PEER_UIDS=%u would let us in",
+				     (int)pid, (unsigned)cred.uid, (unsigned)geteuid(),
+				     (unsigned)geteuid());
 		return n != (ssize_t)sizeof(rep) || rep.magic != FDX_MAGIC ? -EPROTO :
 		       rep.err ? -rep.err : -EPROTO;
 	}

@@ -9,11 +9,15 @@
  * per access.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hw/soft/zd_soft_fdx.h"
 #include "hw/soft/zd_soft_peer.h"
 #include "mem/zd_adopt.h"
 
@@ -71,6 +75,42 @@ static void peer_unmap_chunks(struct zd_soft_peer *p)
 	pthread_mutex_destroy(&p->map_lock);
 }
 
+/* Yama's ptrace_scope (0 where there is no Yama), read once. */
+static int yama_scope(void)
+{
+	static int scope = -1;
+	int v = 0;
+	FILE *f;
+
+	if (__atomic_load_n(&scope, __ATOMIC_RELAXED) >= 0)
+		return scope;
+	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	__atomic_store_n(&scope, v, __ATOMIC_RELAXED);
+	return v;
+}
+
+/* Under Yama ptrace_scope 1 only a process we name may attach to us: the
+ * peer we just attached to gets to reach our memory no chunk covers by
+ * cross-memory attach, as we reach its (one ptracer per process: the
+ * latest peer; scope 2 and 3 allow none).  Only a peer our policy trusts
+ * with our memory (zd_soft_fdx_uid_allowed). */
+static void let_peer_trace(pid_t pid)
+{
+	char path[32];
+	struct stat st;
+
+	if (yama_scope() != 1)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) == 0 && zd_soft_fdx_uid_allowed(st.st_uid))
+		prctl(PR_SET_PTRACER, (unsigned long)pid, 0, 0, 0);
+}
+
 struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uint64_t uid,
 				      int fd, size_t size, zd_soft_peer_check_fn *check)
 {
@@ -98,6 +138,8 @@ struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uin
 	p->chunk_tab = check(p->region.base, size, uid, &nchunks);
 	if (!p->chunk_tab || peer_setup(p, nchunks) != 0)
 		goto err_unmap;
+	if (!p->self)
+		let_peer_trace(pid);
 	p->next = *list;
 	*list = p;
 	return p;

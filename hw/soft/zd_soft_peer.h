@@ -60,6 +60,7 @@ struct zd_soft_peer {
 	struct zd_soft_retired *retired;              /* maps replaced while in use */
 	struct zd_soft_win_leaf *win[ZD_SOFT_WIN_DIRS];  /* adoption windows */
 	pthread_mutex_t map_lock;                     /* first mapping of a chunk */
+	_Atomic bool xma_refused_said;                /* zd_soft_peer_xma_failed's line */
 };
 
 /* Checks the peer's freshly mapped main region (magic, uid, layout inside
