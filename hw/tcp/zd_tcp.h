@@ -215,7 +215,16 @@ struct zd_tcp_cq {
 	struct zd_soft_cq soft ZD_CACHE_ALIGNED;  /* evd, local ring, tia->cqs link */
 	struct zd_tcp_ia *tia;
 	struct zd_soft_qplist *_Atomic qps;  /* RCU: QPs feeding this CQ */
+	/* The sockets of those QPs, level-triggered (zd_tcp_qp_watch): a
+	 * poll of more than ZD_TCP_WALK_ALL QPs progresses only the ones it
+	 * names ready, so an idle connection costs a poll nothing; -1: walk
+	 * them all (no epoll set). */
+	int epfd;
 };
+
+/* A CQ fed by up to this many QPs walks them all on every poll (a recv
+ * each: cheaper than asking epoll first); more: only those ready. */
+#define ZD_TCP_WALK_ALL 16
 
 /* One posted receive (RQ or SRQ): segments checked at post time. */
 struct zd_tcp_recv {
@@ -309,6 +318,9 @@ struct zd_tcp_qp {
 
 	/* connection (fd swaps also under fd_lock, for cq_arm) */
 	pthread_mutex_t fd_lock;
+	int watch_fd;                     /* in its CQs' epoll sets, with watch_events; -1: none */
+	uint32_t watch_events;
+	bool unwatched;                   /* going away: never watched again */
 	int lis_fd;                       /* our listener until the peer's HELLO came */
 	int fd;                           /* connecting or connected socket */
 	enum zd_tcp_conn_state cstate;   /* written by zd_tcp_qp_set_cstate only */
@@ -454,9 +466,19 @@ void zd_tcp_qp_nak(struct zd_tcp_qp *qp, uint32_t seq, uint32_t status);
  * relaxed on both sides: a stale view costs a spurious or a later
  * wake-up, which the re-poll after arm covers; what a new state
  * publishes (the fd) is ordered by fd_lock. */
+/* The QP's socket in its CQs' epoll sets, as its state and tx_pending
+ * say: the listener (EPOLLIN), a connecting socket (EPOLLOUT), a
+ * connected one (EPOLLIN, and EPOLLOUT while frames wait for room), or
+ * none (takes fd_lock; a system call or two when that changed). */
+void zd_tcp_qp_watch(struct zd_tcp_qp *qp);
+/* Out of its CQs' epoll sets for good, before it leaves their QP lists
+ * (a poller that finds it ready is inside the list's grace period). */
+void zd_tcp_qp_unwatch(struct zd_tcp_qp *qp);
+
 static inline void zd_tcp_qp_set_cstate(struct zd_tcp_qp *qp, enum zd_tcp_conn_state s)
 {
 	__atomic_store_n(&qp->cstate, s, __ATOMIC_RELAXED);
+	zd_tcp_qp_watch(qp);
 }
 
 /* A receive completes on the recv EVD (if any).  Inline: every received

@@ -37,8 +37,12 @@ DAT_RETURN zd_tcp_cq_create(struct zd_evd *evd, uint32_t depth)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	memset(cq, 0, sizeof(*cq));
 	cq->tia = evd->obj.ia->dev_priv;
+	/* None: every poll walks every QP (correct, O(QPs) system calls). */
+	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ret = zd_soft_cq_init(&cq->soft, evd, depth, &cq->tia->cqs, &cq->tia->lock);
 	if (ret != DAT_SUCCESS) {
+		if (cq->epfd >= 0)
+			close(cq->epfd);
 		free(cq);
 		return ret;
 	}
@@ -56,6 +60,8 @@ void zd_tcp_cq_destroy(struct zd_evd *evd)
 	zd_soft_cq_fini(&cq->soft, &cq->tia->cqs, &cq->tia->lock);
 	/* EPs hold their EVDs: no QP is attached any more. */
 	free(atomic_load(&cq->qps));
+	if (cq->epfd >= 0)
+		close(cq->epfd);
 	free(cq);
 }
 
@@ -86,6 +92,18 @@ void zd_tcp_cq_complete_imm(struct zd_tcp_cq *cq, struct zd_ep *ep, DAT_DTO_COOK
 			   (DAT_SEG_LENGTH)len, (DAT_DTOS)DAT_IB_DTO_RECV_IMMED, imm);
 }
 
+/* Ready QPs one poll of many progresses at most. */
+#define ZD_TCP_POLL_READY 64
+
+/* Progresses @qp for a poll of one of its CQs; whether it read bytes. */
+static inline uint64_t poll_qp(struct zd_tcp_qp *qp)
+{
+	uint64_t before = atomic_load_explicit(&qp->rx_moves, memory_order_relaxed);
+
+	zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
+	return atomic_load_explicit(&qp->rx_moves, memory_order_relaxed) - before;
+}
+
 int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 {
 	struct zd_tcp_cq *cq = evd->cq_priv;
@@ -110,12 +128,17 @@ int zd_tcp_cq_poll(struct zd_evd *evd, int budget)
 	if (atomic_load_explicit(&cq->qps, memory_order_relaxed)) {
 		rcu_read_lock();
 		l = rcu_dereference(cq->qps);
-		for (uint32_t i = 0; l && i < l->n; i++) {
-			struct zd_tcp_qp *qp = l->qp[i];
+		if (l && (l->n <= ZD_TCP_WALK_ALL || cq->epfd < 0)) {
+			for (uint32_t i = 0; i < l->n; i++)
+				moves += poll_qp(l->qp[i]);
+		} else if (l) {
+			/* Many QPs: the ready ones (level-triggered: one
+			 * left unread comes again, after the others). */
+			struct epoll_event ev[ZD_TCP_POLL_READY];
+			int k = epoll_wait(cq->epfd, ev, ZD_TCP_POLL_READY, 0);
 
-			moves -= atomic_load_explicit(&qp->rx_moves, memory_order_relaxed);
-			zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
-			moves += atomic_load_explicit(&qp->rx_moves, memory_order_relaxed);
+			for (int i = 0; i < k; i++)
+				moves += poll_qp(ev[i].data.ptr);
 		}
 		zd_rcu_read_unlock();
 	}

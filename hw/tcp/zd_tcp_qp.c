@@ -43,10 +43,83 @@ static void fd_register(struct zd_tcp_qp *qp, int fd)
 	epoll_ctl(qp->tia->epfd, EPOLL_CTL_ADD, fd, &e);
 }
 
+/* The CQs whose epoll sets watch @qp's socket. */
+static int watch_sets(const struct zd_tcp_qp *qp, int epfd[2])
+{
+	int n = 0;
+
+	if (qp->recv_cq && qp->recv_cq->epfd >= 0)
+		epfd[n++] = qp->recv_cq->epfd;
+	if (qp->req_cq && qp->req_cq != qp->recv_cq && qp->req_cq->epfd >= 0)
+		epfd[n++] = qp->req_cq->epfd;
+	return n;
+}
+
+/* Under fd_lock. */
+static void watch_drop(struct zd_tcp_qp *qp)
+{
+	int epfd[2], n = watch_sets(qp, epfd);
+
+	if (qp->watch_fd >= 0)
+		for (int i = 0; i < n; i++)
+			epoll_ctl(epfd[i], EPOLL_CTL_DEL, qp->watch_fd, NULL);
+	qp->watch_fd = -1;
+	qp->watch_events = 0;
+}
+
+void zd_tcp_qp_watch(struct zd_tcp_qp *qp)
+{
+	int epfd[2], n, fd = -1;
+	uint32_t ev = 0;
+
+	pthread_mutex_lock(&qp->fd_lock);
+	switch (__atomic_load_n(&qp->cstate, __ATOMIC_RELAXED)) {
+	case ZD_TCP_LISTEN:
+		fd = qp->lis_fd;
+		ev = EPOLLIN;
+		break;
+	case ZD_TCP_CONNECTING:
+		fd = qp->fd;
+		ev = EPOLLOUT;
+		break;
+	case ZD_TCP_UP:
+		fd = qp->fd;
+		ev = EPOLLIN | (atomic_load_explicit(&qp->tx_pending, memory_order_relaxed) ?
+				EPOLLOUT : 0);
+		break;
+	default:
+		break;
+	}
+	if (fd < 0 || qp->unwatched)
+		fd = -1, ev = 0;
+	if (fd != qp->watch_fd || ev != qp->watch_events) {
+		watch_drop(qp);
+		n = watch_sets(qp, epfd);
+		for (int i = 0; fd >= 0 && i < n; i++) {
+			struct epoll_event e = { .events = ev, .data.ptr = qp };
+
+			epoll_ctl(epfd[i], EPOLL_CTL_ADD, fd, &e);
+		}
+		qp->watch_fd = fd;
+		qp->watch_events = ev;
+	}
+	pthread_mutex_unlock(&qp->fd_lock);
+}
+
+void zd_tcp_qp_unwatch(struct zd_tcp_qp *qp)
+{
+	pthread_mutex_lock(&qp->fd_lock);
+	qp->unwatched = true;
+	watch_drop(qp);
+	pthread_mutex_unlock(&qp->fd_lock);
+}
+
 /* Closes @*fdp (under fd_lock: cq_arm never sees a stale number). */
 void zd_tcp_fd_close(struct zd_tcp_qp *qp, int *fdp)
 {
 	pthread_mutex_lock(&qp->fd_lock);
+	if (*fdp >= 0 && *fdp == qp->watch_fd)
+		watch_drop(qp);
 	if (*fdp >= 0) {
 		epoll_ctl(qp->tia->epfd, EPOLL_CTL_DEL, *fdp, NULL);
 		close(*fdp);
@@ -148,7 +221,7 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	}
 	qp->ep = ep;
 	qp->tia = tia;
-	qp->fd = qp->lis_fd = -1;
+	qp->fd = qp->lis_fd = qp->watch_fd = -1;
 	pthread_mutex_init(&qp->fd_lock, NULL);
 	qp->srq = ep->srq ? ep->srq->dev_priv : NULL;
 	qp->rq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_recv_dtos, 1), 1);
@@ -186,6 +259,8 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	qp->next = tia->qps;
 	tia->qps = qp;
 	pthread_mutex_unlock(&tia->lock);
+	/* Its CQs known: their pollers see its socket from now on. */
+	zd_tcp_qp_watch(qp);
 	ep->dev_priv = qp;
 	zd_ep_dto_refresh(ep);
 	/* A UD QP reads from now on (listed first: the IA's thread serves
@@ -328,6 +403,9 @@ void zd_tcp_qp_destroy(struct zd_ep *ep)
 	if (!qp)
 		return;
 	tia = qp->tia;
+	/* No poller finds it ready from here, and one that did is inside
+	 * the grace period of the detach below. */
+	zd_tcp_qp_unwatch(qp);
 	/* After detach (an RCU grace period) no poller reaches the QP. */
 	pthread_mutex_lock(&tia->lock);
 	if (qp->recv_cq)

@@ -192,9 +192,12 @@ void zd_tcp_tx_progress(struct zd_tcp_qp *qp)
 				bool was = atomic_exchange_explicit(&qp->tx_pending, 1,
 								    memory_order_relaxed);
 
-				/* The thread must see the socket drain. */
-				if (!was)
+				/* The thread and the CQs' pollers must see
+				 * the socket drain. */
+				if (!was) {
 					zd_tcp_qp_auto_arm(qp);
+					zd_tcp_qp_watch(qp);
+				}
 				return;
 			}
 			ZD_TCP_QP_WHY(qp, "send failed");
@@ -223,7 +226,12 @@ void zd_tcp_tx_progress(struct zd_tcp_qp *qp)
 			}
 		}
 	}
-	atomic_store_explicit(&qp->tx_pending, 0, memory_order_relaxed);
+	/* Drained: the pollers stop asking for room (a load first: the
+	 * store and the epoll_ctl only after backpressure). */
+	if (ZD_UNLIKELY(atomic_load_explicit(&qp->tx_pending, memory_order_relaxed))) {
+		atomic_store_explicit(&qp->tx_pending, 0, memory_order_relaxed);
+		zd_tcp_qp_watch(qp);
+	}
 }
 
 /* A request failed its checks here: tell the initiator (best effort: only
