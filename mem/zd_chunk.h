@@ -24,6 +24,8 @@
 
 /* Chunk flags. */
 #define ZD_CHUNK_F_POOL (1u << 0) /* carved by zd_pool: jemalloc owns the contents */
+/* zdapl's own queues (zd_pool_queue_alloc): never published to a peer */
+#define ZD_CHUNK_F_QUEUE (1u << 1)
 
 /*
  * A copy of one chunk's description, stable for the chunk's lifetime.

@@ -31,18 +31,28 @@ struct zd_pool_room {
 	uintptr_t end;
 };
 
+/* The chunks one arena carves from (under zd_pool.lock). */
+struct zd_pool_src {
+	uint32_t        flags;       /* of its chunks (ZD_CHUNK_F_*) */
+	struct zd_pool_room *room;   /* oldest first: fill old chunks first */
+	size_t          nroom, room_cap;
+	size_t          nchunks, mapped, carved;
+};
+
 static struct {
 	pthread_once_t  once;
 	int             err;         /* zd_pool_init() result */
 	unsigned        arena;
+	/* zdapl's own queues (zd_pool_queue_alloc): another arena, other
+	 * chunks, never passed to a peer; UINT_MAX: none (queues then share
+	 * the pool's chunks). */
+	unsigned        qarena;
 	size_t          page;
 	size_t          chunk_size;
 	pthread_key_t   tc_key;      /* destroys a thread's tcache at exit */
 
 	pthread_mutex_t lock;        /* the carving state below */
-	struct zd_pool_room *room;   /* oldest first: fill old chunks first */
-	size_t          nroom, room_cap;
-	size_t          nchunks, mapped, carved;
+	struct zd_pool_src main, queue;
 
 	/* The consumer's calls, counted for dat_ib_query_counters: relaxed
 	 * atomics, any thread (not a hot-path allocator: zdapl.h). */
@@ -50,6 +60,9 @@ static struct {
 } zd_pool = {
 	.once = PTHREAD_ONCE_INIT,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.qarena = UINT_MAX,
+	.main.flags = ZD_CHUNK_F_POOL,
+	.queue.flags = ZD_CHUNK_F_POOL | ZD_CHUNK_F_QUEUE,
 };
 
 /*
@@ -64,14 +77,14 @@ static __thread unsigned zd_pool_tc;
 
 /* Take size bytes aligned to align from the first chunk with room; new_addr
  * (jemalloc growing an extent in place) only matches a chunk's bump pointer. */
-static void *zd_pool_carve(void *new_addr, size_t size, size_t align)
+static void *zd_pool_carve(struct zd_pool_src *s, void *new_addr, size_t size, size_t align)
 {
 	struct zd_pool_room *r;
 	uintptr_t at;
 	size_t i;
 
-	for (i = 0; i < zd_pool.nroom; i++) {
-		r = &zd_pool.room[i];
+	for (i = 0; i < s->nroom; i++) {
+		r = &s->room[i];
 		if (new_addr) {
 			at = (uintptr_t)new_addr;
 			if (at != r->bump)
@@ -81,12 +94,12 @@ static void *zd_pool_carve(void *new_addr, size_t size, size_t align)
 		}
 		if (at < r->bump || at > r->end || size > r->end - at)
 			continue;
-		zd_pool.carved += at + size - r->bump;
+		s->carved += at + size - r->bump;
 		r->bump = at + size;
 		/* Full: stop scanning it. */
 		if (r->end - r->bump < zd_pool.page) {
-			zd_pool.nroom--;
-			memmove(r, r + 1, (zd_pool.nroom - i) * sizeof(*r));
+			s->nroom--;
+			memmove(r, r + 1, (s->nroom - i) * sizeof(*r));
 		}
 		return (void *)at;
 	}
@@ -94,34 +107,34 @@ static void *zd_pool_carve(void *new_addr, size_t size, size_t align)
 }
 
 /* Add a chunk that fits size at align: default size, or its own if bigger. */
-static int zd_pool_grow(size_t size, size_t align)
+static int zd_pool_grow(struct zd_pool_src *s, size_t size, size_t align)
 {
 	struct zd_chunk_ref c;
 	struct zd_pool_room *room;
 	size_t cap;
 	int rc;
 
-	if (zd_pool.nroom == zd_pool.room_cap) {
-		cap = zd_pool.room_cap ? 2 * zd_pool.room_cap : 16;
-		room = realloc(zd_pool.room, cap * sizeof(*room));
+	if (s->nroom == s->room_cap) {
+		cap = s->room_cap ? 2 * s->room_cap : 16;
+		room = realloc(s->room, cap * sizeof(*room));
 		if (!room)
 			return -ENOMEM;
-		zd_pool.room = room;
-		zd_pool.room_cap = cap;
+		s->room = room;
+		s->room_cap = cap;
 	}
 	/* 2 MiB-aligned bases let shmem huge pages back chunks where enabled;
 	 * a larger alignment is met by the base itself, with no gap. */
 	rc = zd_chunk_create(size > zd_pool.chunk_size ? size : zd_pool.chunk_size,
 			     align > ZD_POOL_HUGEPAGE ? align : ZD_POOL_HUGEPAGE,
-			     ZD_CHUNK_F_POOL, &c);
+			     s->flags, &c);
 	if (rc)
 		return rc;
-	zd_pool.room[zd_pool.nroom++] = (struct zd_pool_room){
+	s->room[s->nroom++] = (struct zd_pool_room){
 		.bump = (uintptr_t)c.base,
 		.end = (uintptr_t)c.base + c.len,
 	};
-	zd_pool.nchunks++;
-	zd_pool.mapped += c.len;
+	s->nchunks++;
+	s->mapped += c.len;
 	return 0;
 }
 
@@ -129,12 +142,13 @@ static void *zd_pool_extent_alloc(extent_hooks_t *hooks, void *new_addr,
 				  size_t size, size_t align, bool *zero,
 				  bool *commit, unsigned arena_ind)
 {
+	struct zd_pool_src *s = arena_ind == zd_pool.qarena ? &zd_pool.queue : &zd_pool.main;
 	void *p;
 
 	pthread_mutex_lock(&zd_pool.lock);
-	p = zd_pool_carve(new_addr, size, align);
-	if (!p && !new_addr && !zd_pool_grow(size, align))
-		p = zd_pool_carve(NULL, size, align);
+	p = zd_pool_carve(s, new_addr, size, align);
+	if (!p && !new_addr && !zd_pool_grow(s, size, align))
+		p = zd_pool_carve(s, NULL, size, align);
 	pthread_mutex_unlock(&zd_pool.lock);
 	if (!p)
 		return NULL;
@@ -263,7 +277,8 @@ static int zd_pool_arena_set(unsigned arena, const char *what, void *val,
 	return zd_je_mallctl(name, NULL, NULL, val, len);
 }
 
-static void zd_pool_do_init(void)
+/* A jemalloc arena over chunks (zd_pool_hooks): 0 or a jemalloc error. */
+static int zd_pool_arena_new(unsigned *out)
 {
 	struct zd_je_arena_config cfg = { &zd_pool_hooks, false };
 	extent_hooks_t *hooks = &zd_pool_hooks;
@@ -272,12 +287,6 @@ static void zd_pool_do_init(void)
 	unsigned arena;
 	int rc;
 
-	zd_pool.page = (size_t)sysconf(_SC_PAGESIZE);
-	zd_pool.chunk_size = zd_pool_env_chunk_size();
-
-	rc = pthread_key_create(&zd_pool.tc_key, zd_pool_tcache_exit);
-	if (rc)
-		goto err;
 	/*
 	 * Keep jemalloc's own metadata for the arena (extent structs, slab
 	 * bitmaps...) out of the chunks: peers can write chunk memory.
@@ -291,12 +300,12 @@ static void zd_pool_do_init(void)
 				   sizeof(hooks));
 	}
 	if (rc)
-		goto err_key;
+		return rc;
 	/* No decay: purging is impossible anyway, and dirty extents are the
 	 * cheapest to reuse. */
 	if ((rc = zd_pool_arena_set(arena, "dirty_decay_ms", &never, sizeof(never))) ||
 	    (rc = zd_pool_arena_set(arena, "muzzy_decay_ms", &never, sizeof(never))))
-		goto err_key;
+		return rc;
 	/*
 	 * jemalloc grows its retained memory by ever larger requests; cap them
 	 * at a quarter chunk so chunks fill up before new ones are made (bigger
@@ -306,8 +315,28 @@ static void zd_pool_do_init(void)
 	if (limit < ZD_POOL_HUGEPAGE)
 		limit = ZD_POOL_HUGEPAGE;
 	(void)zd_pool_arena_set(arena, "retain_grow_limit", &limit, sizeof(limit));
+	*out = arena;
+	return 0;
+}
 
+static void zd_pool_do_init(void)
+{
+	unsigned arena, qarena;
+	int rc;
+
+	zd_pool.page = (size_t)sysconf(_SC_PAGESIZE);
+	zd_pool.chunk_size = zd_pool_env_chunk_size();
+
+	rc = pthread_key_create(&zd_pool.tc_key, zd_pool_tcache_exit);
+	if (rc)
+		goto err;
+	rc = zd_pool_arena_new(&arena);
+	if (rc)
+		goto err_key;
 	zd_pool.arena = arena;
+	/* Best effort: without it queues take private memory (zd_qmem.h). */
+	if (zd_pool_arena_new(&qarena) == 0)
+		zd_pool.qarena = qarena;
 	return;
 
 err_key:
@@ -345,6 +374,29 @@ void zd_pool_free(void *p)
 		zd_je_dallocx(p, zd_pool_tcache());
 }
 
+void *zd_pool_queue_alloc(size_t size, size_t align)
+{
+	if (__builtin_expect(zd_pool_init(), 0) || zd_pool.qarena == UINT_MAX)
+		return NULL;
+	if (!size)
+		size = 1;
+	if (align < ZD_POOL_MIN_ALIGN)
+		align = ZD_POOL_MIN_ALIGN;
+	if (align & (align - 1))
+		return NULL;
+	/* No tcache: a thread's cache serves one arena's regions to any
+	 * other's allocations (queue memory must never become pool memory
+	 * a peer maps, nor the reverse). */
+	return zd_je_mallocx(size, MALLOCX_ARENA(zd_pool.qarena) |
+				   MALLOCX_LG_ALIGN(__builtin_ctzl(align)) | MALLOCX_TCACHE_NONE);
+}
+
+void zd_pool_queue_free(void *p)
+{
+	if (p)
+		zd_je_dallocx(p, MALLOCX_TCACHE_NONE);
+}
+
 size_t zd_pool_usable_size(const void *p)
 {
 	return zd_je_sallocx(p, 0);
@@ -364,9 +416,9 @@ void zd_pool_get_stats(struct zd_pool_stats *st)
 {
 	pthread_mutex_lock(&zd_pool.lock);
 	st->chunk_size = zd_pool.chunk_size;
-	st->nchunks = zd_pool.nchunks;
-	st->mapped = zd_pool.mapped;
-	st->carved = zd_pool.carved;
+	st->nchunks = zd_pool.main.nchunks;
+	st->mapped = zd_pool.main.mapped;
+	st->carved = zd_pool.main.carved;
 	pthread_mutex_unlock(&zd_pool.lock);
 	st->allocs = atomic_load_explicit(&zd_pool.allocs, memory_order_relaxed);
 	st->alloc_bytes = atomic_load_explicit(&zd_pool.alloc_bytes, memory_order_relaxed);

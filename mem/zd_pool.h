@@ -46,6 +46,16 @@ void *zd_pool_alloc(size_t size, size_t align);
 /* Release p (NULL is a no-op).  p must come from zd_pool_alloc(). */
 void zd_pool_free(void *p);
 
+/*
+ * The same for zdapl's own queues (zd_qmem.h): another arena whose chunks
+ * are flagged ZD_CHUNK_F_QUEUE, which no device publishes to a peer, so a
+ * peer that maps the application's registered pool never reaches them.
+ * NULL when that arena could not be made.  Released with
+ * zd_pool_queue_free() only.
+ */
+void *zd_pool_queue_alloc(size_t size, size_t align);
+void zd_pool_queue_free(void *p);
+
 /* Usable size of pool allocation p (at least the size asked for). */
 size_t zd_pool_usable_size(const void *p);
 

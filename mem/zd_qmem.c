@@ -103,7 +103,11 @@ void *zd_qmem_pool_alloc(size_t size, size_t align, enum zd_qmem_kind kind)
 	pthread_once(&qmem.once, qmem_init);
 	if (kind >= ZD_QMEM_KINDS || qmem.forked)
 		return NULL;
-	p = zd_pool_alloc(size, align);
+	/* The software devices' queues are written by this process only:
+	 * chunks no peer maps.  mlx5 queues are written by the device, a
+	 * peer's engine on the software NIC: the pool's, which it maps. */
+	p = kind == ZD_QMEM_EVD_RING || kind == ZD_QMEM_CQ_RING ? zd_pool_queue_alloc(size, align)
+								: zd_pool_alloc(size, align);
 	if (p)
 		account(true, kind, zd_pool_usable_size(p), 1);
 	return p;
@@ -137,6 +141,13 @@ void *zd_qmem_alloc(size_t size, size_t align, enum zd_qmem_kind kind)
 	return p;
 }
 
+static bool in_queue_chunk(const void *p)
+{
+	struct zd_chunk_ref c;
+
+	return zd_pool_lookup(p, 1, &c) && (c.flags & ZD_CHUNK_F_QUEUE);
+}
+
 void zd_qmem_free(void *p, size_t size, enum zd_qmem_kind kind)
 {
 	bool pool;
@@ -150,6 +161,8 @@ void zd_qmem_free(void *p, size_t size, enum zd_qmem_kind kind)
 		account(pool, kind, size, -1);
 	if (!pool)
 		free(p);
+	else if (!qmem.forked && in_queue_chunk(p))
+		zd_pool_queue_free(p);
 	else if (!qmem.forked)
 		zd_pool_free(p);
 	/* else: the parent's, unmapped here; the allocator's copy keeps it */

@@ -4,12 +4,17 @@
  * devices' completion rings, the mlx5 QP, CQ and SRQ buffers and doorbell
  * records), taken from the registered pool (zd_pool.h).
  *
- * Why the pool: its chunks are registered with every device and mappable by
- * the shm and mlx5sim peers, so a producer in another process (or a device)
- * can write a queue in place; they are 2 MiB aligned, so shmem huge pages
- * back them where the host enables them (transparent_hugepage/shmem_enabled
- * always or within_size); and queue lines do not share pages with the
- * application's heap.
+ * Why the pool: its chunks are registered with every device, so a device
+ * (the mlx5 NIC, or the software NIC's engine in a peer process, which maps
+ * the pool's chunks) can write a queue in place; they are 2 MiB aligned, so
+ * shmem huge pages back them where the host enables them
+ * (transparent_hugepage/shmem_enabled always or within_size); and queue
+ * lines do not share pages with the application's heap.  EVD rings and the
+ * software devices' local completion rings, which nothing outside this
+ * process writes, come from the pool's queue arena instead
+ * (zd_pool_queue_alloc): chunks no device publishes, so a peer that maps
+ * the application's registered memory never reaches the events (and the
+ * pointers in them) this process will act on.
  *
  * When the pool cannot give the memory (memfd or mmap refused, descriptors
  * or address space exhausted, pool init failed), zd_qmem_alloc falls back to

@@ -128,6 +128,9 @@ static int chunk_listener(void *arg, enum zd_chunk_event ev, const struct zd_chu
 {
 	struct zd_shm_ia *sia = arg;
 
+	/* zdapl's own queues: no peer maps them. */
+	if (c->flags & ZD_CHUNK_F_QUEUE)
+		return 0;
 	pthread_mutex_lock(&sia->lock);
 	/* A full table leaves the chunk to cross-memory attach. */
 	if (ev == ZD_CHUNK_ADD)

@@ -280,7 +280,7 @@ static int client(int fd)
 	DAT_CONN_QUAL qual = xrecv(fd);
 	uint64_t raddr = xrecv(fd);
 	DAT_RMR_CONTEXT rkey = (DAT_RMR_CONTEXT)xrecv(fd);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = (in_addr_t)xrecv(fd) };
 	unsigned sent = 0, up = 0;
 	double t0, t1, idle;
 	DAT_EVENT ev;
@@ -344,6 +344,15 @@ static int server(int fd, pid_t child)
 	xsend(fd, qual);
 	xsend(fd, (uint64_t)(uintptr_t)s.buf);
 	xsend(fd, s.rkey);
+	{
+		DAT_IA_ATTR ia_attr;
+		DAT_EVD_HANDLE async;
+
+		/* Where its CM listens (the IA's address: a tcp IA on an
+		 * interface listens there only). */
+		OK(dat_ia_query(s.ia, &async, DAT_IA_ALL, &ia_attr, 0, NULL));
+		xsend(fd, ((struct sockaddr_in *)ia_attr.ia_address_ptr)->sin_addr.s_addr);
+	}
 	while (up < npairs) {
 		const DAT_CR_ARRIVAL_EVENT_DATA *d = &ev.event_data.cr_arrival_event_data;
 

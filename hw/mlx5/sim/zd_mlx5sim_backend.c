@@ -93,6 +93,9 @@ static int chunk_listener(void *arg, enum zd_chunk_event ev, const struct zd_chu
 {
 	struct zd_ms_be *b = arg;
 
+	/* zdapl's own queues: the NIC never touches them, no peer maps them. */
+	if (c->flags & ZD_CHUNK_F_QUEUE)
+		return 0;
 	/* A chunk the NIC cannot list (table full) is still reachable by
 	 * cross-memory attach: never refuse it. */
 	if (ev == ZD_CHUNK_ADD)
