@@ -1,5 +1,6 @@
 /* Queue memory (mem/zd_qmem.h, issue 14): EVD rings and the software
- * devices' completion rings live in registered pool memory, stay there
+ * devices' completion rings live in registered pool memory (its queue
+ * chunks, which no device publishes to peers: issue 15), stay there
  * across dat_evd_resize, leave an EVD ring's extension lines unbacked until
  * an extension event uses them, and fall back to private memory (with a
  * ZDAPL_MEM_REPORT line) when the pool cannot give any.  Links the library
@@ -21,6 +22,8 @@
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
 #include "hw/mlx5/zd_mlx5.h"
+#include "hw/shm/zd_shm.h"
+#include "mem/zd_pool.h"
 #include "mem/zd_qmem.h"
 
 static DAT_IA_HANDLE ia_handle;
@@ -45,6 +48,12 @@ static void open_static(const char *name, const char *params)
 static void open_shm(void)
 {
 	open_static("zdapl-static-shm", "shm lo");
+}
+
+/* The shared tables (what its peers map) of @evd's shm IA. */
+static struct zd_shm_ia_shared *shm_tables(struct zd_evd *evd)
+{
+	return ((struct zd_shm_ia *)evd->obj.ia->dev_priv)->sh;
 }
 
 static struct zd_evd *evd_of(DAT_EVD_HANDLE h)
@@ -81,6 +90,16 @@ Test(queue_mem, evd_and_completion_rings_in_pool)
 	cr_assert_eq(dat_evd_create(ia_handle, 100, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &h),
 		     DAT_SUCCESS);
 	cr_assert(ring_in_pool(evd_of(h)->ring));
+	{
+		/* In a queue chunk: one no device publishes to peers. */
+		struct zd_chunk_ref c;
+
+		cr_assert(zd_pool_lookup(evd_of(h)->ring, 1, &c));
+		cr_assert(c.flags & ZD_CHUNK_F_QUEUE);
+		for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
+			cr_assert_neq(atomic_load(&shm_tables(evd_of(h))->chunks[i].id), c.id,
+				      "a queue chunk is in the shm IA's chunk table");
+	}
 	zd_qmem_get_stats(&during);
 	cr_assert_eq(during.pool_live[ZD_QMEM_EVD_RING], before.pool_live[ZD_QMEM_EVD_RING] + 1);
 	/* the shm device's local completion ring behind the DTO EVD */
