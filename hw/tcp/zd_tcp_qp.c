@@ -93,12 +93,16 @@ void zd_tcp_qp_watch(struct zd_tcp_qp *qp)
 	if (fd < 0 || qp->unwatched)
 		fd = -1, ev = 0;
 	if (fd != qp->watch_fd || ev != qp->watch_events) {
-		watch_drop(qp);
+		/* The same socket: one MOD (connected, backpressure). */
+		int op = fd >= 0 && fd == qp->watch_fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+
+		if (op == EPOLL_CTL_ADD)
+			watch_drop(qp);
 		n = watch_sets(qp, epfd);
 		for (int i = 0; fd >= 0 && i < n; i++) {
 			struct epoll_event e = { .events = ev, .data.ptr = qp };
 
-			epoll_ctl(epfd[i], EPOLL_CTL_ADD, fd, &e);
+			epoll_ctl(epfd[i], op, fd, &e);
 		}
 		qp->watch_fd = fd;
 		qp->watch_events = ev;
