@@ -12,8 +12,9 @@
  * CQ events) so a backend maps it 1:1.  Every call returns 0 or a negative
  * errno; none may be called on the data path.  One NIC per IA; its state
  * that peers touch lives in one sealed memfd region that a peer process
- * maps through pidfd_getfd, and one engine thread per NIC plays the
- * hardware (see zd_mlx5sim_priv.h for the model).
+ * maps (its fd handed over a UNIX socket: hw/soft/zd_soft_fdx.h), and
+ * one engine thread per NIC plays the hardware (see zd_mlx5sim_priv.h for
+ * the model).
  *
  * For a backend: dat_ia_open -> nic_open (and a zd_chunk listener calling
  * chunk_add/chunk_remove), dat_pz_create -> pd_alloc, dat_lmr_create ->
@@ -99,7 +100,7 @@ struct zd_mlx5sim_qp_attr {
 /*
  * What a peer needs to connect to a QP (sent over the CM): plain data,
  * no pointers.  The fd is the NIC region's number in the owner process,
- * opened by the peer with pidfd_getfd.
+ * which hands it to the peer (zd_soft_fdx_get).
  */
 struct zd_mlx5sim_qp_addr {
 	uint32_t magic;
