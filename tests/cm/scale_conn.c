@@ -133,6 +133,7 @@ struct side {
 	DAT_RMR_CONTEXT rkey;
 	unsigned fds0;
 	uint64_t rss0, pss0;
+	uint64_t rss_up, pss_up;        /* all connected, before any traffic */
 };
 
 static void side_open(struct side *s)
@@ -228,9 +229,12 @@ static void report(const char *side, struct side *s, double connect_s, double id
 	printf("zd_scale_conn: %s %s pairs=%u", ia_name, side, npairs);
 	if (connect_s > 0)
 		printf(" connect_s=%.3f conn_per_s=%.0f", connect_s, npairs / connect_s);
-	printf(" fds_before=%u fds_after=%u fds_per_conn=%.2f rss_per_ep_B=%.0f "
-	       "pss_per_ep_B=%.0f idle_cpu_ms=%.1f\n",
+	printf(" fds_before=%u fds_after=%u fds_per_conn=%.2f connected: rss_per_ep_B=%.0f "
+	       "pss_per_ep_B=%.0f after traffic: rss_per_ep_B=%.0f pss_per_ep_B=%.0f "
+	       "idle_cpu_ms=%.1f\n",
 	       s->fds0, fds, (double)(fds - s->fds0) / npairs,
+	       (double)(s->rss_up - s->rss0) * 1024 / npairs,
+	       (double)(s->pss_up - s->pss0) * 1024 / npairs,
 	       (double)(rss - s->rss0) * 1024 / npairs, (double)(pss - s->pss0) * 1024 / npairs,
 	       idle_cpu * 1000);
 	fflush(stdout);
@@ -299,6 +303,7 @@ static int client(int fd)
 		up++;
 	}
 	t1 = now_s();
+	mem_kb(&s.rss_up, &s.pss_up);
 	/* Traffic: index i into the server's slot i, by RDMA write and by send. */
 	for (unsigned i = 0; i < npairs; i++) {
 		uint64_t v = i;
@@ -364,6 +369,7 @@ static int server(int fd, pid_t child)
 	for (unsigned i = 0; i < npairs; i++)
 		if (wait_ev(s.conn, &ev) != DAT_CONNECTION_EVENT_ESTABLISHED)
 			DIE("accepted %u: event 0x%x", i, ev.event_number);
+	mem_kb(&s.rss_up, &s.pss_up);
 	/* Each EP's receive brings an index; its write landed before it. */
 	for (unsigned k = 0; k < npairs; k++) {
 		const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
