@@ -69,9 +69,12 @@ typedef const struct zd_soft_chunk_entry *zd_soft_peer_check_fn(const void *regi
 								 uint64_t uid, uint32_t *nchunks);
 
 /* The peer region (@pid, @uid) of @list, counted; attaches to it (pidfd,
- * map @size bytes of its memfd @fd, @check) when it is new.  NULL if the
- * process is gone, the region is refused or memory runs out.  The caller
- * holds the lock guarding @list. */
+ * map @size bytes of its memfd @fd obtained through zd_soft_fdx_get,
+ * @check; under Yama ptrace_scope 1, PR_SET_PTRACER for a peer of a uid we
+ * trust, so it may reach our memory by cross-memory attach as we reach
+ * its) when it is new.  NULL if the process is gone, refuses us its
+ * memory, the region is refused or memory runs out.  The caller holds the
+ * lock guarding @list. */
 struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uint64_t uid,
 				      int fd, size_t size, zd_soft_peer_check_fn *check);
 /* Drops a reference; the last one unmaps everything and closes the pidfd.
