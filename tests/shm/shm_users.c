@@ -177,6 +177,19 @@ static DAT_DTO_COMPLETION_STATUS dto_status(DAT_EVD_HANDLE evd)
 	return ev.event_data.dto_completion_event_data.status;
 }
 
+/* The connection event of @s's EP: ESTABLISHED (true), or, when the
+ * other side is another user's (@refused), @refusal (false). */
+static bool connected(struct side *s, bool refused, DAT_EVENT_NUMBER refusal, const char *what)
+{
+	DAT_EVENT ev;
+	DAT_EVENT_NUMBER want = refused ? refusal : DAT_CONNECTION_EVENT_ESTABLISHED;
+
+	if (next_event(s->conn, &ev) != want)
+		FAIL("%s%s: event 0x%x, not 0x%x", what, refused ? " with another user" : "",
+		     ev.event_number, want);
+	return !refused;
+}
+
 /* The server: accepts, receives, and lets the client write. */
 static int server(int rd, int wr, uid_t uid, bool dumpable, bool refused)
 {
@@ -201,15 +214,8 @@ static int server(int rd, int wr, uid_t uid, bool dumpable, bool refused)
 	if (next_event(s.cr, &ev) != DAT_CONNECTION_REQUEST_EVENT)
 		FAIL("no connection request: 0x%x", ev.event_number);
 	OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s.ep, 0, NULL));
-	next_event(s.conn, &ev);
-	if (refused) {
-		if (ev.event_number != DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR)
-			FAIL("accept of another user's EP: event 0x%x, not ACCEPT_COMPLETION_ERROR",
-			     ev.event_number);
+	if (!connected(&s, refused, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, "accept"))
 		return 0;
-	}
-	if (ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
-		FAIL("accept: event 0x%x", ev.event_number);
 	if (dto_status(s.rcv) != DAT_DTO_SUCCESS || memcmp(s.pool, "hello", 6) != 0)
 		FAIL("the send did not land");
 	xsend(wr, 1);       /* received: the client writes */
@@ -233,7 +239,6 @@ static int client(int rd, int wr, uid_t uid, bool dumpable, bool refused, int xm
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	DAT_LMR_TRIPLET t;
 	DAT_RMR_TRIPLET r;
-	DAT_EVENT ev;
 	DAT_DTO_COMPLETION_STATUS st;
 
 	become(uid, dumpable);
@@ -248,15 +253,8 @@ static int client(int rd, int wr, uid_t uid, bool dumpable, bool refused, int xm
 	}
 	OK(dat_ep_connect(s.ep, (DAT_IA_ADDRESS_PTR)&sa, qual, 20 * SEC, 0, NULL,
 			  DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
-	next_event(s.conn, &ev);
-	if (refused) {
-		if (ev.event_number != DAT_CONNECTION_EVENT_NON_PEER_REJECTED)
-			FAIL("connect to another user's EP: event 0x%x, not NON_PEER_REJECTED",
-			     ev.event_number);
+	if (!connected(&s, refused, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, "connect"))
 		return 0;
-	}
-	if (ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
-		FAIL("connect: event 0x%x", ev.event_number);
 	memcpy(s.pool, "hello", 6);
 	t = (DAT_LMR_TRIPLET){ .lmr_context = s.pool_lkey, .segment_length = 6,
 			       .virtual_address = (DAT_VADDR)(uintptr_t)s.pool };
