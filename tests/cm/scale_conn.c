@@ -150,7 +150,8 @@ static void side_open(struct side *s)
 	OK(dat_evd_create(s->ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &s->rcv));
 	OK(dat_evd_create(s->ia, qlen, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &s->conn));
 	OK(dat_evd_create(s->ia, qlen, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &s->cr));
-	s->buf = aligned_alloc(4096, (size_t)npairs * SLOT * 2);
+	/* (aligned_alloc wants a multiple of the alignment) */
+	s->buf = aligned_alloc(4096, ((size_t)npairs * SLOT * 2 + 4095) & ~(size_t)4095);
 	s->ep = calloc(npairs, sizeof(*s->ep));
 	if (!s->buf || !s->ep)
 		DIE("out of memory");
@@ -265,6 +266,8 @@ static void side_close(struct side *s)
 	for (unsigned i = 0; i < npairs; i++)
 		OK(dat_ep_free(s->ep[i]));
 	OK(dat_ia_close(s->ia, DAT_CLOSE_ABRUPT_FLAG));
+	free(s->ep);
+	free(s->buf);
 }
 
 /* Seconds since the last call, on stderr with @what (ZD_SCALE_PHASES=1). */
