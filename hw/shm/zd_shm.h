@@ -101,8 +101,11 @@
 /* The span of an IA's arena (reserved address space and a sparse file,
  * not memory): the IA region and every QP, SRQ and CQ ring of the IA.
  * An RC QP of the default depths takes ~270 KiB of it (most of it the
- * eager ring, untouched until a message finds no receive posted). */
-#define ZD_SHM_ARENA_SPAN    (256ull << 30)
+ * eager ring, untouched until a message finds no receive posted).  Every
+ * peer process maps it whole: 16 GiB keeps a process with hundreds of
+ * peers (or under ThreadSanitizer, whose shadow leaves far less address
+ * space) well inside its 128 TiB. */
+#define ZD_SHM_ARENA_SPAN    (16ull << 30)
 
 /* Eager ring of a QP: messages that found no receive posted. */
 #define ZD_SHM_EAGER_SLOTS   64
@@ -257,6 +260,7 @@ struct zd_shm_ia {
 	/* Entries of each CQ ring (ZDAPL_SHM_CQ_RING, read at IA open; 0:
 	 * the EVD's length within [64, 4096]). */
 	uint32_t cq_ring_entries;
+	_Atomic bool arena_full_said;     /* zd_shm_region_alloc's line */
 };
 
 struct zd_shm_cq {
@@ -426,11 +430,9 @@ static inline bool zd_shm_mr_read(const struct zd_soft_mr_entry *tab, uint32_t k
 }
 
 /* ---- regions of the IA's arena (zd_soft_arena.h) ---- */
-static inline int zd_shm_region_alloc(struct zd_shm_ia *sia, size_t size,
-				      struct zd_soft_region *r)
-{
-	return zd_soft_arena_alloc(&sia->arena, size, r);
-}
+/* A region of @size bytes for a QP, SRQ or CQ ring; 0 or -ENOMEM (the
+ * arena is full: a zdapl: line, once per IA). */
+int zd_shm_region_alloc(struct zd_shm_ia *sia, size_t size, struct zd_soft_region *r);
 
 static inline void zd_shm_region_free(struct zd_shm_ia *sia, struct zd_soft_region *r)
 {

@@ -63,6 +63,18 @@ static void shm_ia_env(struct zd_shm_ia *sia)
 	sia->fault_claim_stop = e && strcmp(e, "claim_stop") == 0;
 }
 
+int zd_shm_region_alloc(struct zd_shm_ia *sia, size_t size, struct zd_soft_region *r)
+{
+	int rc = zd_soft_arena_alloc(&sia->arena, size, r);
+
+	if (rc && !atomic_exchange(&sia->arena_full_said, true))
+		zd_log_error("shm: the IA's arena (%llu GiB of shared queues) has no room for "
+			     "%zu more bytes: QPs, SRQs and DTO EVDs of this IA are refused "
+			     "(DAT_INSUFFICIENT_RESOURCES) until some are freed",
+			     (unsigned long long)(ZD_SHM_ARENA_SPAN >> 30), size);
+	return rc;
+}
+
 static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 {
 	if (p->nargs > 1) {
