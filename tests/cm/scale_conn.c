@@ -16,7 +16,8 @@
  * before and after (per connection), resident memory (RSS and PSS from
  * /proc/self/smaps_rollup) per connected EP after the traffic, idle CPU.
  * Exit 0 only if every connection was established, every message and
- * write arrived, and every disconnect completed.  Exit 77 when the
+ * write arrived, every disconnect completed, and no side holds more than
+ * -f descriptors per connection.  Exit 77 when the
  * descriptors the run needs exceed RLIMIT_NOFILE (with the figure).
  *
  * usage: zd_scale_conn -P <ia_name> -n <pairs> [-b <batch>] [-f <fds per pair>]
@@ -225,6 +226,12 @@ static void report(const char *side, struct side *s, double connect_s, double id
 {
 	uint64_t rss, pss;
 	unsigned fds = fd_count();
+
+	/* -f is the device's promise, checked: a connection that costs
+	 * more descriptors than it says fails the run. */
+	if (fds > s->fds0 + npairs * fds_per_pair + 16)
+		DIE("%s: %u descriptors for %u connections, more than %u each", side,
+		    fds - s->fds0, npairs, fds_per_pair);
 
 	mem_kb(&rss, &pss);
 	printf("zd_scale_conn: %s %s pairs=%u", ia_name, side, npairs);
