@@ -39,6 +39,7 @@ static size_t window_len(uint64_t k)
 
 static int peer_setup(struct zd_soft_peer *p, uint32_t nchunks)
 {
+	p->adopt_fd = p->adopt_peer_fd = -1;
 	p->nchunks = nchunks;
 	p->maps = calloc(nchunks ? nchunks : 1, sizeof(*p->maps));
 	if (!p->maps)
@@ -72,6 +73,9 @@ static void peer_unmap_chunks(struct zd_soft_peer *p)
 	}
 	free(p->maps);
 	p->maps = NULL;
+	if (p->adopt_fd >= 0)
+		close(p->adopt_fd);
+	p->adopt_fd = -1;
 	pthread_mutex_destroy(&p->map_lock);
 }
 
@@ -111,6 +115,8 @@ static void let_peer_trace(pid_t pid)
 		prctl(PR_SET_PTRACER, (unsigned long)pid, 0, 0, 0);
 }
 
+static void peer_prefetch(struct zd_soft_peer *p);
+
 struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uint64_t uid,
 				      int fd, size_t size, zd_soft_peer_check_fn *check)
 {
@@ -138,8 +144,10 @@ struct zd_soft_peer *zd_soft_peer_get(struct zd_soft_peer **list, pid_t pid, uin
 	p->chunk_tab = check(p->region.base, size, uid, &nchunks);
 	if (!p->chunk_tab || peer_setup(p, nchunks) != 0)
 		goto err_unmap;
-	if (!p->self)
+	if (!p->self) {
 		let_peer_trace(pid);
+		peer_prefetch(p);
+	}
 	p->next = *list;
 	*list = p;
 	return p;
@@ -242,6 +250,30 @@ out:
 	return ret;
 }
 
+/* At attach, while the peer answers (it just handed us its region): maps
+ * every chunk it publishes and keeps its adoption file's fd, so the data
+ * path reaches that memory later without asking it again; a chunk it
+ * publishes afterwards is asked for at its first touch. */
+static void peer_prefetch(struct zd_soft_peer *p)
+{
+	for (uint32_t i = 0; i < p->nchunks; i++) {
+		struct zd_soft_chunk_view v;
+
+		if (!zd_soft_chunk_read(&p->chunk_tab[i], &v) || v.id == 0)
+			continue;
+		if (!(v.flags & ZD_SOFT_CHUNK_ADOPTED)) {
+			chunk_map(p, i, &v);
+		} else if (p->adopt_fd < 0) {
+			int fd = zd_soft_fdx_get(p->pid, v.fd);
+
+			if (fd >= 0) {
+				p->adopt_fd = fd;
+				p->adopt_peer_fd = v.fd;
+			}
+		}
+	}
+}
+
 /* Maps window @k of the peer's adoption file (@v), under map_lock. */
 static void *window_map(struct zd_soft_peer *p, const struct zd_soft_chunk_view *v, uint64_t k)
 {
@@ -261,8 +293,13 @@ static void *window_map(struct zd_soft_peer *p, const struct zd_soft_chunk_view 
 	ret = leaf->base[k & ((1u << ZD_SOFT_WIN_LEAF_BITS) - 1)];
 	if (ret)
 		goto out;
-	if (zd_soft_region_map_peer_at(&r, p->pid, v->fd, k << ZD_SOFT_WIN_SHIFT,
-				       window_len(k)) != 0)
+	/* From our own duplicate where attach took one (no round trip to a
+	 * peer that may be stopped now). */
+	if ((p->adopt_fd >= 0 && v->fd == p->adopt_peer_fd
+		     ? zd_soft_region_map_peer_at(&r, getpid(), p->adopt_fd, k << ZD_SOFT_WIN_SHIFT,
+						  window_len(k))
+		     : zd_soft_region_map_peer_at(&r, p->pid, v->fd, k << ZD_SOFT_WIN_SHIFT,
+						  window_len(k))) != 0)
 		goto out;
 	ret = r.base;
 	/* release: pairs with the reader's acquire load of the base. */

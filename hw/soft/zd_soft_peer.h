@@ -60,6 +60,10 @@ struct zd_soft_peer {
 	struct zd_soft_retired *retired;              /* maps replaced while in use */
 	struct zd_soft_win_leaf *win[ZD_SOFT_WIN_DIRS];  /* adoption windows */
 	pthread_mutex_t map_lock;                     /* first mapping of a chunk */
+	/* Our duplicate of its adoption file's fd (number adopt_peer_fd in
+	 * the peer), taken at attach: windows are mapped from it later
+	 * without asking the peer, which may be stopped by then; -1: none. */
+	int adopt_fd, adopt_peer_fd;
 	_Atomic bool xma_refused_said;                /* zd_soft_peer_xma_failed's line */
 };
 
