@@ -428,8 +428,11 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_
 	uint16_t port = 0;
 	int fd;
 
-	if (nlisteners == ZD_ARRAY_SIZE(listeners))
+	if (nlisteners == ZD_ARRAY_SIZE(listeners)) {
+		zd_log_rate_limited("connection manager: %zu service points are open in this "
+				    "process, the most it keeps", ZD_ARRAY_SIZE(listeners));
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
 	if (zd_cm_start() != 0)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	/* shm reaches only this host: any local address will do.  Network
@@ -439,8 +442,12 @@ DAT_RETURN zd_cm_listen(struct zd_ia *ia, uint64_t qual, bool any, struct zd_cm_
 	if (fd == -EADDRINUSE)
 		return DAT_CONN_QUAL_IN_USE;
 	if (fd < 0) {
-		zd_log_error("connection manager: cannot listen for conn_qual 0x%" PRIx64 ": %s",
-			     qual, strerror(-fd));
+		if (any)
+			zd_log_rate_limited("connection manager: cannot listen on a free conn_qual: %s",
+					    strerror(-fd));
+		else
+			zd_log_rate_limited("connection manager: cannot listen for conn_qual 0x%" PRIx64
+					    ": %s", qual, strerror(-fd));
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
 	/* The lock was dropped while asking other processes: look again. */
@@ -735,7 +742,7 @@ static void conn_connected(struct zd_cm_conn *c)
 	conn_flush(c);
 }
 
-static void conn_try_connect(struct zd_cm_conn *c);
+static void conn_try_connect(struct zd_cm_conn *c, int fd);
 
 /* Points @c at probe @probe of its qualifier (zd_conn_qual.h). */
 static void conn_set_probe(struct zd_cm_conn *c, unsigned probe)
@@ -754,7 +761,7 @@ static void conn_refused(struct zd_cm_conn *c, uint64_t now)
 	c->refused = 1;
 	if (c->probe + 1 < ZD_QUAL_PROBES) {
 		conn_set_probe(c, c->probe + 1);
-		conn_try_connect(c);
+		conn_try_connect(c, -1);
 		return;
 	}
 	conn_set_probe(c, 0);
@@ -777,12 +784,24 @@ static DAT_EVENT_NUMBER connect_errno_event(int err)
 	}
 }
 
-/* One attempt; on a synchronous outcome the conn moves on at once. */
-static void conn_try_connect(struct zd_cm_conn *c)
+static int connect_socket(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		zd_log_rate_limited("connection manager: no socket to connect with: %s",
+				    strerror(errno));
+	return fd;
+}
+
+/* One attempt (on @fd, or a new socket if -1); on a synchronous outcome
+ * the conn moves on at once. */
+static void conn_try_connect(struct zd_cm_conn *c, int fd)
+{
 	int one = 1;
 
+	if (fd < 0)
+		fd = connect_socket();
 	if (fd < 0) {
 		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 		return;
@@ -820,12 +839,20 @@ DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint64
 	struct zd_cm_conn *c;
 	uint64_t now = zd_cm_now();
 	const struct zd_device_ops *dev = ep->obj.ia->dev;
+	int fd;
 
 	if (zd_cm_start() != 0)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-	c = conn_new(-1, ZD_CONN_RETRY_WAIT);
-	if (!c)
+	/* The first attempt's socket: with no descriptor left, the consumer
+	 * hears it from this call rather than from an event. */
+	fd = connect_socket();
+	if (fd < 0)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	c = conn_new(-1, ZD_CONN_RETRY_WAIT);
+	if (!c) {
+		close(fd);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	}
 	if (dev->qp_local_blob && ep->dev_priv)
 		blob_len = dev->qp_local_blob(ep, blob, sizeof(blob));
 	c->ep = ep;
@@ -844,7 +871,7 @@ DAT_RETURN zd_cm_connect(struct zd_ep *ep, const struct sockaddr_in *dst, uint64
 	/* Nobody listening is retried (the listener may come late) until the
 	 * consumer's timeout, or for a bounded while without one. */
 	c->give_up = c->connect_deadline ? c->connect_deadline : now + ZD_CM_INFINITE_REFUSED_NS;
-	conn_try_connect(c);
+	conn_try_connect(c, fd);
 	zd_cm_kick();
 	return DAT_SUCCESS;
 }
@@ -1139,7 +1166,7 @@ static int cm_run_timers(uint64_t now)
 				if (now >= c->give_up)
 					zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 				else
-					conn_try_connect(c);
+					conn_try_connect(c, -1);
 				break;
 			case ZD_CONN_CONNECTING:
 				conn_count(c, DCNT_IA_CM_ERR_TIMEOUT);

@@ -252,6 +252,9 @@ void zd_cm_ep_event(struct zd_ep *ep, DAT_EVENT_NUMBER type, const void *pdata, 
 void zd_cm_ep_conn_lost(struct zd_ep *ep, DAT_EVENT_NUMBER type);
 /* Detaches @ep from the CM for dat_ep_free (no events). */
 void zd_cm_ep_release(struct zd_ep *ep);
+/* The device joins @ep's QP to the peer's (its blob); a failure is told
+ * on stderr, where the connection's events cannot say why. */
+DAT_RETURN zd_cm_qp_connect(struct zd_ep *ep, const void *blob, size_t len);
 
 /* Frame handlers the thread calls (zd_ep_cm.c). */
 void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);

@@ -235,8 +235,7 @@ static DAT_RETURN cr_accept_locked(struct zd_cr *cr, DAT_EP_HANDLE ep_handle, DA
 		zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, NULL, 0);
 		return DAT_SUCCESS;
 	}
-	if (dev->qp_connect && ep->dev_priv &&
-	    dev->qp_connect(ep, c->peer_blob, c->peer_blob_len) != DAT_SUCCESS) {
+	if (zd_cm_qp_connect(ep, c->peer_blob, c->peer_blob_len) != DAT_SUCCESS) {
 		refuse(c);
 		cr->conn = NULL;
 		zd_ep_set_state(ep, DAT_EP_STATE_DISCONNECTED);

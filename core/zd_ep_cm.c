@@ -3,7 +3,10 @@
  * common_connect, disconnect, and the EP states and connection events
  * that the CM thread's frames and timers lead to (dat_ep_connect(3DAT)).
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "core/zd_api.h"
 #include "core/zd_cm.h"
@@ -65,18 +68,35 @@ void zd_cm_active_failed(struct zd_cm_conn *c, DAT_EVENT_NUMBER type)
 	zd_cm_conn_close(c);
 }
 
+DAT_RETURN zd_cm_qp_connect(struct zd_ep *ep, const void *blob, size_t len)
+{
+	const struct zd_device_ops *dev = ep->obj.ia->dev;
+	unsigned said = zd_log_said();
+	DAT_RETURN ret;
+	int err;
+
+	if (!dev->qp_connect || !ep->dev_priv)
+		return DAT_SUCCESS;
+	errno = 0;
+	ret = dev->qp_connect(ep, blob, len);
+	err = errno;
+	if (ret != DAT_SUCCESS && zd_log_said() == said)
+		zd_log_rate_limited("%s: connection with %s, qualifier %#" PRIx64 ": cannot join the "
+				    "peer's queue pair (DAT error %#x%s%s): refused", dev->name,
+				    inet_ntoa(ep->remote_addr.sin_addr), (uint64_t)ep->remote_qual,
+				    (unsigned)ret, err ? ", " : "", err ? strerror(err) : "");
+	return ret;
+}
+
 void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body)
 {
 	struct zd_ep *ep = c->ep;
-	const struct zd_device_ops *dev;
 
 	if (!ep) {
 		zd_cm_conn_close(c);
 		return;
 	}
-	dev = ep->obj.ia->dev;
-	if (dev->qp_connect && ep->dev_priv &&
-	    dev->qp_connect(ep, body + h->pdata_len, h->blob_len) != DAT_SUCCESS) {
+	if (zd_cm_qp_connect(ep, body + h->pdata_len, h->blob_len) != DAT_SUCCESS) {
 		/* Our EOF tells the passive side (ACCEPT_COMPLETION_ERROR). */
 		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 		return;

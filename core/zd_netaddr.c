@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <string.h>
@@ -6,7 +7,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_netaddr.h"
 
-int zd_netaddr_resolve(const char *spec, struct sockaddr_in *out)
+DAT_RETURN zd_netaddr_resolve(const char *spec, struct sockaddr_in *out)
 {
 	struct ifaddrs *ifs, *i;
 	struct in_addr want;
@@ -15,9 +16,11 @@ int zd_netaddr_resolve(const char *spec, struct sockaddr_in *out)
 
 	memset(out, 0, sizeof(*out));
 	out->sin_family = AF_INET;
+	/* getifaddrs needs a netlink socket and memory, nothing else. */
 	if (getifaddrs(&ifs) != 0) {
-		zd_log_error("cannot list network interfaces");
-		return -1;
+		zd_log_error("cannot list network interfaces: %s", strerror(errno));
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES,
+				 errno == ENOMEM ? DAT_RESOURCE_MEMORY : DAT_RESOURCE_DEVICE);
 	}
 	for (i = ifs; i && !found; i = i->ifa_next) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)i->ifa_addr;
@@ -35,12 +38,12 @@ int zd_netaddr_resolve(const char *spec, struct sockaddr_in *out)
 	}
 	freeifaddrs(ifs);
 	if (found)
-		return 0;
+		return DAT_SUCCESS;
 	if (!spec || !spec[0]) {
 		out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		return 0;
+		return DAT_SUCCESS;
 	}
 	zd_log_error("\"%s\" is neither an interface with an IPv4 address that is up "
 		     "nor an IPv4 address of this host", spec);
-	return -1;
+	return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 }

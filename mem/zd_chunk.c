@@ -10,6 +10,7 @@
  * period.  Entries are copies, so a destroyed chunk's struct never dangles.
  */
 #include "evd/zd_rcu.h"
+#include "core/zd_log.h"
 #include "zd_chunk.h"
 
 #include <errno.h>
@@ -128,6 +129,16 @@ static int zd_chunk_notify_add(const struct zd_chunk_ref *c)
 	return 0;
 }
 
+/* Out of descriptors, memfd size or address space: what the chunk was
+ * for fails (zdapl_mem_alloc returns NULL, an object creation
+ * DAT_INSUFFICIENT_RESOURCES); this says why. */
+static void chunk_failed(const struct zd_chunk_ref *c, const char *step, int rc)
+{
+	zd_log_rate_limited("%s: no memory chunk of %zu bytes: %s: %s",
+			    c->flags & ZD_CHUNK_F_POOL ? "registered pool" : "registration",
+			    c->len, step, strerror(-rc));
+}
+
 int zd_chunk_create(size_t len, size_t align, uint32_t flags,
 		    struct zd_chunk_ref *out)
 {
@@ -143,10 +154,14 @@ int zd_chunk_create(size_t len, size_t align, uint32_t flags,
 
 	c.fd = memfd_create(flags & ZD_CHUNK_F_POOL ? "zdapl-pool" : "zdapl-chunk",
 			    MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (c.fd < 0)
-		return -errno;
+	if (c.fd < 0) {
+		rc = -errno;
+		chunk_failed(&c, "memfd_create", rc);
+		return rc;
+	}
 	if (ftruncate(c.fd, (off_t)c.len)) {
 		rc = -errno;
+		chunk_failed(&c, "ftruncate", rc);
 		goto err_close;
 	}
 	/*
@@ -160,6 +175,7 @@ int zd_chunk_create(size_t len, size_t align, uint32_t flags,
 	c.base = zd_chunk_map(c.fd, c.len, align);
 	if (c.base == MAP_FAILED) {
 		rc = -errno;
+		chunk_failed(&c, "mmap", rc);
 		goto err_close;
 	}
 	/* A forked child would share these pages but allocate them anew. */

@@ -150,6 +150,7 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 	const char *addr_spec = NULL;
 	unsigned long port, gidx = 0;
 	bool want_gid = false;
+	DAT_RETURN ret;
 	int num = 0;
 
 	if (p->nargs < 1 || parse_uint(p->args[0], 255, &port) != 0 || port == 0) {
@@ -231,8 +232,9 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 		goto err;
 	}
 	v->cq_parent = parent_domain(v->ctx, v->ah_pd);
-	if (zd_netaddr_resolve(addr_spec, addr) != 0)
-		goto err_param;
+	ret = zd_netaddr_resolve(addr_spec, addr);
+	if (ret != DAT_SUCCESS)
+		goto err_addr;
 
 	memset(caps, 0, sizeof(*caps));
 	caps->max_qp = (uint32_t)da.max_qp;
@@ -263,7 +265,7 @@ static DAT_RETURN verbs_open(const struct zd_ia_params *p, void **out, struct zd
 	caps->atomic_reply_be = da.atomic_cap == IBV_ATOMIC_NONE;
 	*out = v;
 	return DAT_SUCCESS;
-err_param:
+err_addr:
 	if (v->cq_parent)
 		ibv_dealloc_pd(v->cq_parent);
 	ibv_dealloc_pd(v->ah_pd);
@@ -272,7 +274,7 @@ err_param:
 		ibv_destroy_comp_channel(v->chan);
 	ibv_close_device(v->ctx);
 	free(v);
-	return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+	return ret;
 err:
 	if (v->cq_parent)
 		ibv_dealloc_pd(v->cq_parent);

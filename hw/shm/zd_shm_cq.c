@@ -552,6 +552,9 @@ int zd_shm_waker_start(struct zd_shm_ia *sia)
 		rc = pthread_create(&sia->waker, NULL, waker_main, sia);
 		if (rc == 0)
 			__atomic_store_n(&sia->waker_running, true, __ATOMIC_RELEASE);
+		else
+			zd_log_rate_limited("shm: cannot start the IA's wake-up thread: %s",
+					    strerror(rc));
 	}
 	pthread_mutex_unlock(&sia->lock);
 	return rc;

@@ -82,8 +82,10 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 			     p->nargs);
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 	}
-	if (zd_netaddr_resolve(p->nargs ? p->args[0] : NULL, &ia->addr) != 0)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+	DAT_RETURN ret = zd_netaddr_resolve(p->nargs ? p->args[0] : NULL, &ia->addr);
+
+	if (ret != DAT_SUCCESS)
+		return ret;
 	ia->limits = shm_limits;
 
 	struct zd_shm_ia *sia = calloc(1, sizeof(*sia));

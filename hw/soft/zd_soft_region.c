@@ -1,17 +1,20 @@
 /* Shared memfd regions of the software devices (zd_soft_region.h). */
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/zd_log.h"
 #include "hw/soft/zd_soft_fdx.h"
 #include "hw/soft/zd_soft_region.h"
 
 int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *name)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	const char *step = "memfd_create";
 	int e;
 
 	size = (size + page - 1) & ~(page - 1);
@@ -21,10 +24,14 @@ int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *nam
 	r->off = 0;
 	r->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (r->fd < 0)
-		return -errno;
-	if (ftruncate(r->fd, (off_t)size) != 0 ||
-	    fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
 		goto err;
+	step = "ftruncate";
+	if (ftruncate(r->fd, (off_t)size) != 0)
+		goto err;
+	step = "F_ADD_SEALS";
+	if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+		goto err;
+	step = "mmap";
 	r->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
 	if (r->base == MAP_FAILED) {
 		r->base = NULL;
@@ -41,7 +48,12 @@ int zd_soft_region_create(struct zd_soft_region *r, size_t size, const char *nam
 	return 0;
 err:
 	e = errno;
-	close(r->fd);
+	/* Out of descriptors, memfd size or address space: the object that
+	 * needed the region fails with DAT_INSUFFICIENT_RESOURCES. */
+	zd_log_rate_limited("no shared memory for %s (%zu bytes): %s: %s", name, size, step,
+			    strerror(e));
+	if (r->fd >= 0)
+		close(r->fd);
 	r->fd = -1;
 	return -e;
 }

@@ -322,6 +322,8 @@ struct zd_tcp_qp {
 	uint32_t watch_events;
 	bool unwatched;                   /* going away: never watched again */
 	int lis_fd;                       /* our listener until the peer's HELLO came */
+	int accept_spare;                 /* the descriptor our accept will take, held
+					   * from qp_connect (-1: none) */
 	int fd;                           /* connecting or connected socket */
 	enum zd_tcp_conn_state cstate;   /* written by zd_tcp_qp_set_cstate only */
 	bool flushed;                     /* the flush ran since create/reset */

@@ -390,6 +390,9 @@ int zd_tcp_waker_start(struct zd_tcp_ia *tia)
 		rc = pthread_create(&tia->waker, NULL, waker_main, tia);
 		if (rc == 0)
 			__atomic_store_n(&tia->waker_running, true, __ATOMIC_RELEASE);
+		else
+			zd_log_rate_limited("tcp: cannot start the IA's progress thread: %s",
+					    strerror(rc));
 	}
 	pthread_mutex_unlock(&tia->lock);
 	return rc;

@@ -47,6 +47,7 @@ static const struct zd_device_limits tcp_limits = {
 static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 {
 	bool auto_progress = true;
+	DAT_RETURN ret;
 
 	if (p->nargs < 1) {
 		zd_log_error("ia_params for tcp: expected \"tcp <ifname|IPv4> [progress=thread|manual]\","
@@ -64,8 +65,9 @@ static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 			return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 		}
 	}
-	if (zd_netaddr_resolve(p->args[0], &ia->addr) != 0)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+	ret = zd_netaddr_resolve(p->args[0], &ia->addr);
+	if (ret != DAT_SUCCESS)
+		return ret;
 	ia->limits = tcp_limits;
 
 	struct zd_tcp_ia *tia = calloc(1, sizeof(*tia));

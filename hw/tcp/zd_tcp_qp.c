@@ -8,6 +8,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include "core/zd_cm.h"
 #include "core/zd_ia.h"
@@ -146,21 +148,25 @@ static void fd_set_data(struct zd_tcp_qp *qp, int fd)
 	pthread_mutex_unlock(&qp->fd_lock);
 }
 
+/* The socket the peer's data connection comes to (a new EP's transport
+ * endpoint): 0, or -1 after a line on stderr. */
 static int qp_listen(struct zd_tcp_qp *qp)
 {
 	struct sockaddr_in sa = qp->ep->obj.ia->addr;
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	const char *step = "socket";
 
 	if (fd < 0)
-		return -1;
+		goto err;
 	sa.sin_family = AF_INET;
 	sa.sin_port = 0;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 4) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-		close(fd);
-		return -1;
-	}
+	step = "bind";
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		goto err;
+	step = "listen";
+	if (listen(fd, 4) != 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+		goto err;
 	qp->lis_addr = sa.sin_addr.s_addr;
 	qp->lis_port = sa.sin_port;
 	if (getrandom(&qp->token, sizeof(qp->token), 0) != sizeof(qp->token))
@@ -170,6 +176,12 @@ static int qp_listen(struct zd_tcp_qp *qp)
 	fd_register(qp, fd);
 	pthread_mutex_unlock(&qp->fd_lock);
 	return 0;
+err:
+	zd_log_rate_limited("tcp: no listening socket for a new EP on %s: %s: %s",
+			    inet_ntoa(qp->ep->obj.ia->addr.sin_addr), step, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 /* Protocol state back to "nothing happened" (holder or sole owner). */
@@ -196,10 +208,28 @@ static void qp_state_init(struct zd_tcp_qp *qp)
 	atomic_store(&qp->rx_stalled, 0);
 }
 
+/* The descriptor the accept of our data socket takes: held from
+ * qp_connect so that, out of descriptors, the connection is refused there
+ * (the CM tells both sides) instead of breaking once established. */
+static int accept_spare_take(struct zd_tcp_qp *qp)
+{
+	if (qp->accept_spare < 0)
+		qp->accept_spare = fcntl(qp->lis_fd, F_DUPFD_CLOEXEC, 0);
+	return qp->accept_spare;
+}
+
+static void accept_spare_drop(struct zd_tcp_qp *qp)
+{
+	if (qp->accept_spare >= 0)
+		close(qp->accept_spare);
+	qp->accept_spare = -1;
+}
+
 /* Sockets closed, memory freed: the end of create's error path and of
  * destroy. */
 static void qp_free(struct zd_tcp_qp *qp)
 {
+	accept_spare_drop(qp);
 	zd_tcp_fd_close(qp, &qp->fd);
 	zd_tcp_fd_close(qp, &qp->lis_fd);
 	pthread_mutex_destroy(&qp->fd_lock);
@@ -215,9 +245,10 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 {
 	struct zd_tcp_ia *tia = ep->obj.ia->dev_priv;
 	struct zd_tcp_qp *qp = calloc(1, sizeof(*qp));
+	DAT_RETURN ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 
 	if (!qp)
-		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+		return ret;
 	if (tia->auto_progress && !__atomic_load_n(&tia->waker_running, __ATOMIC_ACQUIRE) &&
 	    zd_tcp_waker_start(tia) != 0) {
 		free(qp);
@@ -225,7 +256,7 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 	}
 	qp->ep = ep;
 	qp->tia = tia;
-	qp->fd = qp->lis_fd = qp->watch_fd = -1;
+	qp->fd = qp->lis_fd = qp->watch_fd = qp->accept_spare = -1;
 	pthread_mutex_init(&qp->fd_lock, NULL);
 	qp->srq = ep->srq ? ep->srq->dev_priv : NULL;
 	qp->rq_depth = pow2_at_least((uint64_t)ZD_MAX(ep->attr.max_recv_dtos, 1), 1);
@@ -237,16 +268,22 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 		/* A receive queue and a datagram socket: no send queue, no
 		 * connection (zd_tcp_ud.c). */
 		qp_state_init(qp);
-		if (zd_tcp_ud_open(qp) != 0)
+		if (zd_tcp_ud_open(qp) != 0) {
+			ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
 			goto err;
+		}
 	} else {
 		qp->sq = calloc(qp->sq_depth, sizeof(*qp->sq));
 		/* calloc of this size maps fresh pages: they cost memory
 		 * only once an early send lands there. */
 		qp->eager_buf = calloc(ZD_TCP_EAGER_SLOTS, ZD_TCP_EAGER_SIZE);
 		qp->rx_buf = malloc(ZD_TCP_RX_STAGE);
-		if (!qp->sq || !qp->eager_buf || !qp->rx_buf || qp_listen(qp) != 0)
+		if (!qp->sq || !qp->eager_buf || !qp->rx_buf)
 			goto err;
+		if (qp_listen(qp) != 0) {
+			ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+			goto err;
+		}
 		qp_state_init(qp);
 	}
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
@@ -276,7 +313,7 @@ err_unlock:
 	pthread_mutex_unlock(&tia->lock);
 err:
 	qp_free(qp);
-	return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	return ret;
 }
 
 size_t zd_tcp_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
@@ -341,6 +378,10 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	qp->connector = qp->token < qp->peer_token;
 	if (!qp->connector) {
 		/* The peer connects to our listener; accepted on progress. */
+		if (accept_spare_take(qp) < 0) {
+			zd_tcp_qp_unlock(qp);
+			return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+		}
 		zd_tcp_qp_set_cstate(qp, ZD_TCP_LISTEN);
 		zd_tcp_qp_unlock(qp);
 		zd_tcp_qp_auto_arm(qp);
@@ -348,13 +389,22 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	}
 	zd_tcp_fd_close(qp, &qp->lis_fd);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto err;
+	if (fd < 0) {
+		/* Out of descriptors: the CM refuses the connection (and says
+		 * why, zd_cm_qp_connect). */
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_DOWN);
+		atomic_store(&qp->error, 1);
+		zd_tcp_qp_unlock(qp);
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = b.addr;
 	sa.sin_port = b.port;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
+		zd_log_rate_limited("tcp: cannot connect the data socket to %s:%u: %s (its DTOs "
+				    "flush)", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port),
+				    strerror(errno));
 		close(fd);
 		goto err;
 	}
@@ -385,6 +435,7 @@ DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep)
 	zd_tcp_qp_lock(qp);
 	qp->local_end = true;
 	zd_tcp_qp_flush_locked(qp);
+	accept_spare_drop(qp);
 	zd_tcp_fd_close(qp, &qp->fd);
 	zd_tcp_fd_close(qp, &qp->lis_fd);
 	atomic_store(&qp->error, 0);
@@ -476,11 +527,20 @@ void zd_tcp_qp_auto_arm(struct zd_tcp_qp *qp)
 void zd_tcp_conn_progress(struct zd_tcp_qp *qp)
 {
 	if (qp->cstate == ZD_TCP_LISTEN) {
-		int fd = accept4(qp->lis_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd;
 
+		accept_spare_drop(qp);
+		fd = accept4(qp->lis_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+			       errno == ECONNABORTED))
+			accept_spare_take(qp);  /* (nobody yet: keep the room) */
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
 			    errno != ECONNABORTED) {
+				/* (Out of descriptors: the connection breaks, as
+				 * the kernel would keep waking us for it.) */
+				zd_log_rate_limited("tcp: cannot accept the peer's data connection: "
+						    "%s (the connection breaks)", strerror(errno));
 				ZD_TCP_QP_WHY(qp, "accept failed");
 				zd_tcp_qp_break(qp);
 			}

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -83,14 +84,15 @@ int zd_tcp_ud_open(struct zd_tcp_qp *qp)
 	if (!ud)
 		return -1;
 	qp->ud = ud;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
 	sa.sin_family = AF_INET;
 	sa.sin_port = 0;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-		close(fd);
+		zd_log_rate_limited("tcp: no datagram socket for a new UD EP on %s: %s",
+				    inet_ntoa(qp->ep->obj.ia->addr.sin_addr), strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	/* Datagrams wait in the socket between progress rounds: room for a

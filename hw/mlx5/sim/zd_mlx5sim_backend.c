@@ -116,6 +116,7 @@ static DAT_RETURN ms_open(const struct zd_ia_params *p, void **ctx, struct zd_ml
 		.qmem_alloc = zd_mlx5_qmem_alloc, .qmem_free = zd_mlx5_qmem_free,
 	};
 	struct zd_ms_be *b;
+	DAT_RETURN ret;
 	int rc;
 
 	if (p->nargs > 1) {
@@ -123,8 +124,9 @@ static DAT_RETURN ms_open(const struct zd_ia_params *p, void **ctx, struct zd_ml
 			     p->nargs);
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 	}
-	if (zd_netaddr_resolve(p->nargs ? p->args[0] : NULL, addr) != 0)
-		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+	ret = zd_netaddr_resolve(p->nargs ? p->args[0] : NULL, addr);
+	if (ret != DAT_SUCCESS)
+		return ret;
 	if (atomic_fetch_add(&zd_ms_be_nics, 1) >= ZD_MS_BE_MAX_NICS) {
 		atomic_fetch_sub(&zd_ms_be_nics, 1);
 		zd_log_error("mlx5sim: %u software devices are open in this process already",
@@ -376,8 +378,11 @@ static DAT_RETURN ms_qp_connect(void *ctx, void *qp, const void *peer, size_t le
 		return DAT_SUCCESS;
 	zd_log_error("mlx5sim: QP %u cannot connect to QP %u of process %d: %s", n_of(qp), a.qpn,
 		     (int)a.pid, strerror(-rc));
-	return rc == -EINVAL ? DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)
-			     : DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
+	if (rc == -EINVAL)
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (rc == -ENOMEM || rc == -EMFILE || rc == -ENFILE)
+		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	return DAT_ERROR(DAT_INTERNAL_ERROR, DAT_NO_SUBTYPE);
 }
 
 static void ms_qp_to_error(void *ctx, void *qp)

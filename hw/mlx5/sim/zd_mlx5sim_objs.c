@@ -368,10 +368,11 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 		goto out;
 	}
 	pthread_mutex_unlock(&nic->lock);
+	errno = 0;
 	p = zd_ms_peer_get(nic, peer);   /* may map: not under the NIC lock */
 	pthread_mutex_lock(&nic->lock);
 	if (!p) {
-		ret = -ENOENT;
+		ret = errno ? -errno : -ENOENT;     /* out of descriptors or memory */
 		goto out;
 	}
 	if (peer->qpn < ZD_MS_QPN_BASE || peer->qpn - ZD_MS_QPN_BASE >= zd_ms_peer_sh(p)->max_qp ||
