@@ -51,6 +51,7 @@
 #include <sys/wait.h>
 
 #include "dat_wait.h"
+#include "proc_status.h"
 #include "rc_ep_attr.h"
 
 #define MSG 64                  /* one message each way per connection */
@@ -134,23 +135,6 @@ static int count_fds(void)
 	for (int fd = 0; fd < 4096; fd++)
 		n += fcntl(fd, F_GETFD) >= 0;
 	return n;
-}
-
-static long proc_status(const char *field)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	size_t n = strlen(field);
-	long v = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, n) && line[n] == ':') {
-			v = strtol(line + n + 1, NULL, 10);
-			break;
-		}
-	if (f)
-		fclose(f);
-	return v;
 }
 
 static int limit_res = -1;              /* the case's RLIMIT_*, or none */
