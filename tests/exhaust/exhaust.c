@@ -299,7 +299,8 @@ static void serve_events(struct node *n, unsigned *accepted)
 			dat_ep_free(ep);
 	}
 	while (dat_evd_dequeue(n->req, &ev) == DAT_SUCCESS)
-		if (ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+		if (ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS &&
+		    ev.event_data.dto_completion_event_data.status != DAT_DTO_ERR_FLUSHED)
 			fprintf(out, "server: echo %llu completed with status %d\n",
 				(unsigned long long)ev.event_data.dto_completion_event_data.user_cookie.as_64,
 				ev.event_data.dto_completion_event_data.status);
@@ -389,12 +390,33 @@ static DAT_RETURN conn_new(DAT_EP_HANDLE *ep)
 	return DAT_SUCCESS;
 }
 
+/* Connections that ended before their graceful disconnect. */
+static DAT_EP_HANDLE ended[CAP + 1];
+static unsigned nended;
+
 static void conn_free(DAT_EP_HANDLE ep)
 {
 	DAT_EVENT ev;
 
+	for (unsigned i = 0; i < nended; i++)
+		if (ended[i] == ep) {
+			ended[i] = ended[--nended];
+			CHK(dat_ep_free(ep) == DAT_SUCCESS);
+			return;
+		}
 	CHK(dat_ep_disconnect(ep, DAT_CLOSE_GRACEFUL_FLAG) == DAT_SUCCESS);
-	CHK(wait_ev(v.conn, 10 * SEC, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	for (;;) {
+		CHK(wait_ev(v.conn, 10 * SEC, &ev) != 0);
+		if (ev.event_data.connect_event_data.ep_handle == ep)
+			break;
+		/* Open finding (README, Exhaustion): on zdapl-tcp an idle
+		 * connection among several, after the descriptor limit was
+		 * reached and lifted, now and then breaks by itself. */
+		fprintf(out, "another connection: event %#x\n", ev.event_number);
+		CHK(ev.event_number == DAT_CONNECTION_EVENT_BROKEN && nended <= CAP);
+		ended[nended++] = ev.event_data.connect_event_data.ep_handle;
+	}
+	CHK(ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED);
 	CHK(dat_ep_free(ep) == DAT_SUCCESS);
 }
 
@@ -593,15 +615,20 @@ static int case_as(void)
 {
 	static const enum kind kinds[] = { K_POOL, K_LMR, K_EVD, K_EP, K_IA, K_CONN };
 
-#if defined(__SANITIZE_ADDRESS__)
-	fprintf(out, "skip: AddressSanitizer reserves terabytes of shadow: RLIMIT_AS means nothing\n");
-	return 77;
-#endif
 	limit_res = RLIMIT_AS;
 	/* Open bug: on the software NIC, after a connection failed to map
 	 * its peer's device memory, the next one's first message to this
 	 * process completes REMOTE_RESPONDER (README, Exhaustion). */
 	CHK(case_limits(kinds, strcmp(ia_name, "zdapl-mlx5sim") ? 6 : 4) > 0);
+	return 0;
+}
+
+static int prepare_as(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	fprintf(out, "skip: AddressSanitizer reserves terabytes of shadow: RLIMIT_AS means nothing\n");
+	return 77;
+#endif
 	return 0;
 }
 
@@ -705,7 +732,7 @@ int main(int argc, char **argv)
 		int (*prepare)(void);
 		int (*run)(void);
 	} cases[] = {
-		{ "nofile", NULL, case_nofile }, { "as", NULL, case_as },
+		{ "nofile", NULL, case_nofile }, { "as", prepare_as, case_as },
 		{ "fsize", NULL, case_fsize }, { "memlock", NULL, case_memlock },
 		{ "fulldisk", prepare_fulldisk, case_fulldisk },
 	};
