@@ -8,6 +8,7 @@
 #include "core/zd_ia.h"
 #include "core/zd_teardown.h"
 #include "core/zd_attr.h"
+#include "core/zd_fork.h"
 #include "core/zd_keys.h"
 #include "core/zd_ud.h"
 #include "evd/zd_evd.h"
@@ -131,6 +132,7 @@ DAT_RETURN zd_ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen,
 	ia->prov = prov;
 	ia->dev = dev;
 	ia->params = params;
+	ia->fork_gen = zd_fork_gen;
 	ia->children.ia_next = ia->children.ia_prev = &ia->children;
 	pthread_mutex_init(&ia->lock, NULL);
 	zd_counters_ia_open(ia);
@@ -172,6 +174,13 @@ DAT_RETURN zd_ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
 	ZD_GET_OR_RETURN(ia, ia_handle, ZD_OBJ_IA);
 	if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	/* A forked child's copy of its parent's IA: forgotten, not torn
+	 * down (its locks may be held by threads that are not here, its
+	 * rings are shared with the parent's peers). */
+	if (zd_fork_inherited(ia->fork_gen)) {
+		zd_obj_forget_ia(ia);
+		return DAT_SUCCESS;
+	}
 
 	pthread_mutex_lock(&ia->lock);
 	for (struct zd_obj *c = ia->children.ia_next; c != &ia->children; c = c->ia_next)

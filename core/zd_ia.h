@@ -43,6 +43,7 @@ struct zd_ia {
 	_Atomic(struct zd_ud *) ud;         /* UD address handles (zd_ud.c), lazily */
 	/* dat_ia_query's provider-specific attributes (zd_attr.c) */
 	DAT_NAMED_ATTR named_attrs[ZD_IA_NAMED_ATTRS];
+	uint32_t fork_gen;                  /* zd_fork_gen at open (zd_fork.h) */
 	pthread_mutex_t lock;               /* children list; control path only */
 	struct zd_obj children;             /* list head (only the links are used) */
 	struct zd_ia_counters cnt;          /* dat_ib_query_counters (zd_counters.h) */

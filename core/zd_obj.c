@@ -116,6 +116,31 @@ void *zd_obj_alloc(enum zd_obj_type type, size_t size, struct zd_ia *ia)
 	return o;
 }
 
+void zd_obj_fork_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	zones_lock = fresh;
+}
+
+void zd_obj_forget_ia(const struct zd_ia *ia)
+{
+	for (int t = 0; t < ZD_OBJ_TYPE_COUNT; t++) {
+		uintptr_t n = atomic_load_explicit(&zd_obj_zones.nslots[t], memory_order_relaxed);
+		uintptr_t zone = zd_obj_zones.base + ((uintptr_t)t << ZD_OBJ_ZONE_SHIFT);
+
+		for (uintptr_t i = 0; i < n; i++) {
+			struct zd_obj *o = (struct zd_obj *)(zone + (i << zd_obj_zones.slot_shift[t]));
+
+			/* relaxed: the child has one thread; o->ia of a live
+			 * slot never changes. */
+			if (atomic_load_explicit(&o->magic, memory_order_relaxed) ==
+			    ZD_OBJ_MAGIC_LIVE(t) && o->ia == ia)
+				zd_obj_kill(o);
+		}
+	}
+}
+
 void zd_obj_kill(void *obj)
 {
 	atomic_store_explicit(&((struct zd_obj *)obj)->magic, ZD_OBJ_MAGIC_DEAD,

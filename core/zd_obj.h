@@ -195,6 +195,15 @@ static inline bool zd_obj_in_use(const void *obj)
 /* Sets up the zones; called once from the library constructor. */
 int zd_obj_init(void);
 
+/* A fork() child: the zones' lock may have been held by a parent thread
+ * that is not here (zd_fork.c). */
+void zd_obj_fork_child(void);
+
+/* Kills every live object of @ia and @ia itself, without touching their
+ * bodies or any lock: a forked child forgetting an IA it inherited, whose
+ * slots it never reuses (zd_fork.h). */
+void zd_obj_forget_ia(const struct zd_ia *ia);
+
 /* Fetch a typed handle or return the DAT error for it from the caller. */
 #define ZD_GET_OR_RETURN(var, handle, type)                        \
 	do {                                                       \

@@ -93,10 +93,9 @@ static int c_flood(int fd, void *arg)
 	return 0;
 }
 
-/* A real client, forked before the server opens its IA (a child forked
- * after would inherit liburcu's hash-table workers, which do not survive
- * fork): at each word of the server, LEGIT connects and graceful
- * disconnects to the port it was told; a word 0 ends it. */
+/* A real client, forked before the server opens its IA: at each word of
+ * the server, LEGIT connects and graceful disconnects to the port it was
+ * told; a word 0 ends it. */
 static int c_legit(int fd, void *arg)
 {
 	struct peer p;

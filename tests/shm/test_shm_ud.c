@@ -1109,8 +1109,8 @@ Test(ud, senders_in_two_processes_race_for_receives)
 	const size_t slot = 64;
 
 	zd_test_use_conf();
-	/* Forked before this process opens anything: a child of a process
-	 * whose urcu threads run would wait for them forever at its close. */
+	/* Forked before this process opens anything (children of an open IA
+	 * work too since the fork hooks, test_hostile_fork). */
 	for (int s = 0; s < 2; s++)
 		pid[s] = spawn(race_sender, (void *)(uintptr_t)s, &fd[s]);
 	udn_open(&r);
