@@ -46,7 +46,7 @@ static unsigned nlisteners;
 static pthread_mutex_t broken_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct zd_cm_broken {
 	struct zd_ep *ep;
-	struct zd_cm_conn *conn;         /* compared, never dereferenced */
+	uint64_t serial;                 /* of the connection it had then */
 	uint64_t due;
 } *broken;
 static size_t nbroken, broken_cap;
@@ -520,12 +520,19 @@ void zd_cm_listener_close(struct zd_cm_listener *l)
 
 /* ---- connections ---- */
 
+uint64_t zd_cm_conn_serial(const struct zd_cm_conn *c)
+{
+	return c->serial;
+}
+
 static struct zd_cm_conn *conn_new(int fd, enum zd_cm_conn_state state)
 {
+	static uint64_t serials;  /* under zd_cm.lock */
 	struct zd_cm_conn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
+	c->serial = ++serials;
 	c->sock.kind = ZD_CM_SOCK_CONN;
 	c->sock.fd = fd;
 	c->state = state;
@@ -654,11 +661,14 @@ void zd_cm_sock_keepalive(int fd)
 
 void zd_cm_dev_broken(struct zd_ep *ep)
 {
-	/* A racy read is fine: the thread only acts if, under its lock, this
-	 * conn is still live and still @ep's. */
-	struct zd_cm_conn *c = __atomic_load_n(&ep->cm_conn, __ATOMIC_RELAXED);
+	/* A racy read is fine: the thread only acts if, under its lock, the
+	 * conn of this serial is still live and still @ep's.  Not the conn's
+	 * address: within the grace its memory and the EP may serve a new
+	 * connection (dat_ep_reset and a new accept, as dapltest's server
+	 * does for every client), which the report must not end. */
+	uint64_t serial = __atomic_load_n(&ep->cm_serial, __ATOMIC_RELAXED);
 
-	if (!c)
+	if (!serial)
 		return;
 	pthread_mutex_lock(&broken_lock);
 	if (nbroken == broken_cap) {
@@ -674,7 +684,7 @@ void zd_cm_dev_broken(struct zd_ep *ep)
 		broken_cap = cap;
 	}
 	broken[nbroken].ep = ep;
-	broken[nbroken].conn = c;
+	broken[nbroken].serial = serial;
 	broken[nbroken].due = zd_cm_now() + ZD_CM_DEV_BROKEN_GRACE_NS;
 	nbroken++;
 	pthread_mutex_unlock(&broken_lock);
@@ -703,7 +713,7 @@ static uint64_t cm_run_broken(uint64_t now)
 		/* conn_lost calls into the device, which may report again. */
 		pthread_mutex_unlock(&broken_lock);
 		for (struct zd_cm_conn *c = zd_cm.conns.next; c && c != &zd_cm.conns; c = c->next)
-			if (c == b.conn && c->ep == b.ep && !c->sock.zombie &&
+			if (c->serial == b.serial && c->ep == b.ep && !c->sock.zombie &&
 			    (c->state == ZD_CONN_ESTABLISHED || c->state == ZD_CONN_DISC_SENT)) {
 				conn_lost(c);
 				break;

@@ -112,6 +112,9 @@ struct zd_cm_conn {
 	struct zd_cm_sock sock;
 	enum zd_cm_conn_state state;
 	struct zd_cm_conn *prev, *next;  /* zd_cm.conns */
+	/* Never reused within the process, unlike the conn's memory and its
+	 * EP: a report about a connection cannot hit a later one. */
+	uint64_t serial;
 	struct zd_ep *ep;                /* the EP it connects (active; passive after accept) */
 	struct zd_cr *cr;                /* passive: the CR while the consumer decides */
 	struct zd_cm_listener *listener; /* passive: where it arrived, while open */

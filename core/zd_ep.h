@@ -43,6 +43,7 @@ struct zd_ep {
 	/* connection management, under zd_cm.lock (zd_cm.h) */
 	struct zd_cm_conn *cm_conn;     /* the CM connection, while there is one;
 					 * set with zd_ep_set_cm_conn */
+	uint64_t cm_serial;             /* its serial (0: none), for zd_cm_dev_broken */
 	DAT_COUNT cm_pdata_len;
 	/* private data of the last connection event that carried some: the
 	 * event points here, valid until the next such event on this EP */
@@ -71,8 +72,12 @@ static inline void zd_ep_set_state(struct zd_ep *ep, DAT_EP_STATE s)
  * progress thread) reads it without the lock, relaxed: the CM thread acts
  * on that hint only if, under its lock, the conn is still live and still
  * the EP's.  So the writes are relaxed atomic stores too. */
+/* The process-unique serial of @c (zd_cm.c). */
+uint64_t zd_cm_conn_serial(const struct zd_cm_conn *c);
+
 static inline void zd_ep_set_cm_conn(struct zd_ep *ep, struct zd_cm_conn *c)
 {
+	__atomic_store_n(&ep->cm_serial, c ? zd_cm_conn_serial(c) : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ep->cm_conn, c, __ATOMIC_RELAXED);
 }
 
