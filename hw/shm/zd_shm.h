@@ -199,6 +199,9 @@ struct zd_shm_qp_shared {
 	alignas(ZD_CACHE_LINE) _Atomic uint64_t comp_tail;
 	_Atomic uint64_t eager_tail;
 	_Atomic uint32_t rnr_wait;   /* peer has sends queued for room here */
+	/* The one peer QP attached (zd_shm_qp_claim), 0 while none: a blob
+	 * replayed from another connection names a QP already held. */
+	_Atomic uint64_t holder;
 };
 
 struct zd_shm_srq_shared {

@@ -25,6 +25,7 @@
 #include <urcu-bp.h>
 
 #include "core/zd_ia.h"
+#include "core/zd_log.h"
 #include "core/zd_ep.h"
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
@@ -70,6 +71,7 @@ static void qp_region_init(struct zd_shm_qp *qp)
 	atomic_store(&own->eager_head, 0);
 	atomic_store(&own->comp_tail, 0);
 	atomic_store(&own->eager_tail, 0);
+	atomic_store(&own->holder, 0);
 	for (uint32_t i = 0; i < qp->rq_depth; i++)
 		atomic_store(&qp->rq[i].state, zd_shm_slot_word(0, 0, ZD_SHM_SLOT_FREE));
 	qp->msg_seen = 0;
@@ -263,11 +265,36 @@ static void qp_unmap_peer(struct zd_shm_qp *qp)
 		zd_shm_peer_put(qp->sia, p);
 }
 
+/* Who @qp is to its peer's region: its IA's uid and its tag, never 0. */
+static uint64_t qp_holder_id(const struct zd_shm_qp *qp)
+{
+	uint64_t id = qp->sia->sh->uid * 0x9e3779b97f4a7c15ull ^ qp->tag;
+
+	return id ? id : 1;
+}
+
+/* Takes the peer QP @r for @qp: a QP serves one connection, and a blob
+ * that names a QP another peer already holds (one seen on the path of
+ * another connection, in its REQ or REP, and replayed) is refused, so
+ * this process never writes into someone else's connection.  Only an
+ * honest peer asks, which is the point: a confused deputy, not the
+ * replayer, would do the writing. */
+static bool qp_claim(struct zd_shm_qp *qp, struct zd_shm_qp_shared *r)
+{
+	uint64_t was = 0, me = qp_holder_id(qp);
+
+	/* relaxed: the word itself is all that is decided; the region was
+	 * validated before and its contents are read under its own orders. */
+	return atomic_compare_exchange_strong_explicit(&r->holder, &was, me, memory_order_relaxed,
+						       memory_order_relaxed) ||
+	       was == me;
+}
+
 DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
 	struct zd_shm_blob b;
-	struct zd_shm_qp_shared *r;
+	struct zd_shm_qp_shared *r, *claimed = NULL;
 	struct qp_layout l;
 
 	if (!qp || !peer_blob || len != sizeof(b))
@@ -292,6 +319,12 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	    l.rq_off != r->rq_off || l.comp_off != r->comp_off || l.eager_off != r->eager_off ||
 	    l.size > b.qp_size)
 		goto err;
+	if (!qp_claim(qp, r)) {
+		zd_log_error("shm: a peer named a QP that serves another connection "
+			     "(a replayed blob): refused");
+		goto err;
+	}
+	claimed = r;
 	qp->r_rq_depth = r->rq_depth;
 	qp->r_comp_depth = r->comp_depth;
 	qp->r_eager_slots = r->eager_slots;
@@ -327,6 +360,13 @@ DAT_RETURN zd_shm_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	__atomic_store_n(&qp->remote, r, __ATOMIC_RELEASE);
 	return DAT_SUCCESS;
 err:
+	if (claimed) {
+		uint64_t me = qp_holder_id(qp);
+
+		/* relaxed: as in qp_claim */
+		atomic_compare_exchange_strong_explicit(&claimed->holder, &me, 0,
+							memory_order_relaxed, memory_order_relaxed);
+	}
 	qp_unmap_peer(qp);
 	return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 }
