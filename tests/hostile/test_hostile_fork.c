@@ -57,25 +57,13 @@ static void child_own_ia(const struct peer_dev *dev)
 {
 	struct peer a, b;
 	DAT_PSP_HANDLE psp;
-	DAT_CONN_QUAL port;
-	DAT_EVENT ev;
+	DAT_CONN_QUAL port = local_pair_open(&a, &b, dev, &psp);
 	DAT_LMR_TRIPLET in, out;
 	DAT_COUNT len;
 
-	peer_open(&a, dev, 0, DAT_MEM_PRIV_ALL_FLAG);
-	peer_open(&b, dev, 0, DAT_MEM_PRIV_ALL_FLAG);
-	peer_ep(&a, &a.ep, 0);
-	peer_ep(&b, &b.ep, 0);
-	CHK_RET(dat_psp_create_any(a.n.ia, &port, a.n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
-		DAT_SUCCESS);
 	in = seg(&a, 0, MSG);
 	post_recv(a.ep, 1, &in, 3);
-	CHK_RET(connect_loopback(b.ep, port, 10 * SEC), DAT_SUCCESS);
-	CHK(wait_ev(a.n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
-	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, a.ep, 0, NULL),
-		DAT_SUCCESS);
-	CHK(wait_ev(a.n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
-	CHK(wait_ev(b.n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
+	local_connect(&a, &b, port);
 	fill(b.buf, MSG, 0x33);
 	out = seg(&b, 0, MSG);
 	post_send(b.ep, 1, &out, 4);

@@ -142,19 +142,7 @@ Test(hostile_keys, tcp_keys) { keys_case(&tcp, ~0u); }
  * dapltest's server reuses its EP for every client) keeps the new
  * connection: the report names the old one, not whatever reuses its EP
  * and its memory.  Both peers in this process, ROUNDS times. */
-#define ROUNDS 6
-
-static void reconnect(struct peer *a, struct peer *b, DAT_CONN_QUAL port)
-{
-	DAT_EVENT ev;
-
-	CHK_RET(connect_loopback(b->ep, port, 10 * SEC), DAT_SUCCESS);
-	CHK(wait_ev(a->n.cr_evd, 10 * SEC, &ev) == DAT_CONNECTION_REQUEST_EVENT);
-	CHK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, a->ep, 0, NULL),
-		DAT_SUCCESS);
-	CHK(wait_ev(a->n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
-	CHK(wait_ev(b->n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
-}
+#define ROUNDS 2
 
 static void drain(DAT_EVD_HANDLE evd)
 {
@@ -166,15 +154,9 @@ static void stale_report_case(const struct peer_dev *dev)
 {
 	struct peer a, b;
 	DAT_PSP_HANDLE psp;
-	DAT_CONN_QUAL port;
+	DAT_CONN_QUAL port = local_pair_open(&a, &b, dev, &psp);
 	DAT_EVENT ev;
 
-	peer_open(&a, dev, 0, DAT_MEM_PRIV_ALL_FLAG);
-	peer_open(&b, dev, 0, DAT_MEM_PRIV_ALL_FLAG);
-	peer_ep(&a, &a.ep, 0);
-	peer_ep(&b, &b.ep, 0);
-	CHK_RET(dat_psp_create_any(a.n.ia, &port, a.n.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
-		DAT_SUCCESS);
 	for (int round = 0; round < ROUNDS; round++) {
 		DAT_LMR_TRIPLET iov = seg(&b, 0, 64);
 		DAT_RMR_TRIPLET wrong = { .rmr_context = a.rkey ^ 0x5a5a5a5au,
@@ -182,7 +164,7 @@ static void stale_report_case(const struct peer_dev *dev)
 					  .segment_length = 64 };
 		DAT_EVENT_NUMBER e;
 
-		reconnect(&a, &b, port);
+		local_connect(&a, &b, port);
 		post_write(b.ep, 1, &iov, 1, &wrong);
 		CHK(dto_wait(b.req, 10 * SEC, 1, NULL) == DAT_DTO_ERR_REMOTE_ACCESS);
 		/* Within the grace: ended by the consumer, and again. */
@@ -194,9 +176,9 @@ static void stale_report_case(const struct peer_dev *dev)
 		CHK_RET(dat_ep_reset(b.ep), DAT_SUCCESS);
 		drain(a.rcv);
 		drain(b.req);
-		reconnect(&a, &b, port);
+		local_connect(&a, &b, port);
 		/* Well past the grace: the new connection stands and carries. */
-		CHK(wait_ev(b.n.conn_evd, 600000, &ev) == 0);  /* 3 x the grace */
+		CHK(wait_ev(b.n.conn_evd, 500000, &ev) == 0);  /* 2.5 x the grace */
 		CHK(wait_ev(a.n.conn_evd, 0, &ev) == 0);
 		CHK(ep_state(a.ep) == DAT_EP_STATE_CONNECTED && ep_state(b.ep) == DAT_EP_STATE_CONNECTED);
 		iov = seg(&a, 128, 64);
