@@ -227,6 +227,10 @@ size_t zd_shm_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 		return zd_shm_ud_local_blob(qp, blob, max);
 	if (!qp || max < sizeof(b))
 		return 0;
+	/* Offered to a new peer: one that took it for an attempt that failed
+	 * after its accept (our connect timed out) holds it no more.
+	 * relaxed: as in qp_claim. */
+	atomic_store_explicit(&qp->own->holder, 0, memory_order_relaxed);
 	memset(&b, 0, sizeof(b));
 	b.version = ZD_SHM_BLOB_VERSION;
 	b.pid = getpid();
