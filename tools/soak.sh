@@ -66,6 +66,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+# A run started under the clients' lock (flock ... run_tests.sh) already
+# holds it: taking it again per step would wait for ourselves.
+held_by_ancestor() { # lock file: 0 if a process above us holds it
+	ino=$(stat -c %i "$1" 2>/dev/null) || return 1
+	for h in $(awk -v ino="$ino" '$2 == "FLOCK" { split($6, f, ":"); if (f[3] == ino) print $5 }' /proc/locks); do
+		p=$$
+		while [ "$p" -gt 1 ]; do
+			[ "$p" = "$h" ] && return 0
+			p=$(sed -n 's/^PPid:[^0-9]*//p' /proc/$p/status 2>/dev/null)
+			[ -n "$p" ] || break
+		done
+	done
+	return 1
+}
+if [ -n "$lock" ] && held_by_ancestor "$lock"; then
+	echo "soak: $lock is held by a process that started this run: steps run without taking it"
+	lock=""
+fi
+
 now() { date +%s; }
 # Line-buffered client output: a client killed by its timeout (a hang)
 # still shows how far it got.
@@ -78,6 +97,9 @@ locked() { # cmd...: holds the clients' lock while it runs
 		"$@"
 	fi
 }
+# The same around steps that are not one command (fd 9).
+lock_take() { [ -z "$lock" ] || { exec 9>>"$lock" && flock -w 600 9; }; }
+lock_drop() { [ -z "$lock" ] || { flock -u 9; exec 9>&-; }; }
 
 # ---- devices: name ia server-wrap client-wrap host dat.conf ----
 devs=""
@@ -114,7 +136,13 @@ else
 fi
 
 # ---- the long-lived servers ----
-port=46100
+# A dapltest server gives each test the next ports after its own (port+1
+# up to port+1000, then again from port+1): the servers' ranges must not
+# meet, or a test's service point finds another server's port taken
+# (DAT_CONN_QUAL_IN_USE), its thread ends before it says its service
+# points are ready, and the server waits for that forever.  Below the
+# kernel's ephemeral ports, which outgoing connections take.
+port=20100
 for d in $devs; do
 	eval "ia=\$ia_$d sw=\$swrap_$d c=\$conf_$d"
 	# shellcheck disable=SC2086
@@ -122,7 +150,7 @@ for d in $devs; do
 	pid=$!
 	pids="$pids $pid"
 	eval "pid_$d=$pid port_$d=$port"
-	port=$((port + 100))
+	port=$((port + 1100))
 done
 for d in $devs; do
 	eval "pid=\$pid_$d"
@@ -193,24 +221,51 @@ trans() { # device: validated transaction test against the long-lived server
 	step_done "$d" trans "$rc" "$out/last-trans-$d.log"
 }
 
-# A long client against the server, then @sig (KILL, or STOP and later
-# KILL); the server must live on (the next trans checks it serves).
+# A long client against the server, killed (or stopped, and killed
+# later) in its data phase only: dapltest's server cannot recover from a
+# client that dies while it sets up (test/dapltest in dapl's source): a
+# test thread waits for each of its EPs' connection requests with
+# DAT_TIMEOUT_INFINITE (dapl_transaction_test.c, DT_cr_event_wait), so a
+# client gone before it connected them all leaves that thread waiting
+# forever; and any error on the server's first connection (the client's
+# command lost, a BROKEN where its dat_ep_disconnect expects
+# DISCONNECTED) ends the server's loop (dapl_server.c: goto server_exit),
+# which then waits for every test thread to end first: the server hangs
+# with the next client's connection request pending.  On any provider.
+# So the client (-d: it says "Begin..." once its EPs are connected and
+# synchronized with the server's thread) is killed a second after that;
+# the server must live on (the next trans checks it serves).
 hostile() { # device how
 	d=$1
 	eval "ia=\$ia_$d cw=\$cwrap_$d h=\$host_$d p=\$port_$d c=\$conf_$d spid=\$pid_$d"
+	log=$out/last-$2-$d.log pidf=$out/hostile.pid
+	lock_take
+	rm -f "$pidf"
+	: >"$log"  # before the client starts: the last round's says Begin
 	# shellcheck disable=SC2086
-	DAT_OVERRIDE=$c $cw dapltest -T T -s "$h" -D "$ia" -n "$p" -i 100000000 -t 1 -w 2 \
-		client SR 1024 server SR 1024 >/dev/null 2>&1 &
-	v=$!
-	sleep 1
-	if [ "$2" = stop ]; then
-		kill -STOP "$v" 2>/dev/null
-		sleep $((ZDAPL_PEER_TIMEOUT_MS / 1000 + 2))
+	DAT_OVERRIDE=$c $cw sh -c 'echo $$ >"$0"; exec "$@"' "$pidf" $linebuf \
+		dapltest -T T -d -s "$h" -D "$ia" -n "$p" -i 100000000 -t 1 -w 2 \
+		client SR 1024 server SR 1024 2>&1 9>&- |
+		grep --line-buffered -e "Begin\.\.\." -e "[Ee]rror" >"$log" 9>&- &
+	job=$!
+	i=0
+	until grep -q "Begin\.\.\." "$log" || [ $i -ge 300 ]; do i=$((i + 1)); sleep 0.1; done
+	v=$(cat "$pidf" 2>/dev/null)
+	rc=1
+	if grep -q "Begin\.\.\." "$log" && [ -n "$v" ]; then
+		sleep 1
+		if [ "$2" = stop ]; then
+			kill -STOP "$v" 2>/dev/null
+			sleep $((ZDAPL_PEER_TIMEOUT_MS / 1000 + 2))
+		fi
+		kill -0 "$spid" 2>/dev/null && rc=0
+	else
+		echo "soak: no data phase within 30 s" >>"$log"
 	fi
-	kill -9 "$v" 2>/dev/null
-	wait "$v" 2>/dev/null
-	kill -0 "$spid" 2>/dev/null
-	step_done "$d" "$2" $?
+	[ -n "$v" ] && kill -9 "$v" 2>/dev/null
+	wait "$job" 2>/dev/null
+	lock_drop
+	step_done "$d" "$2" $rc "$log"
 }
 
 interop() { # device script args...
