@@ -106,7 +106,7 @@ static void keys_case(const struct peer_dev *dev, uint32_t want_varying)
 	static DAT_LMR_HANDLE lmr[NKEYS];
 	static uint32_t key[NKEYS];
 	struct node n;
-	uint8_t *buf = aligned_alloc(4096, NKEYS * 64);
+	uint8_t *buf = aligned_alloc(4096, (NKEYS * 64 + 4095) & ~(size_t)4095);
 	uint32_t and = ~0u, or = 0;
 
 	CHK(buf);

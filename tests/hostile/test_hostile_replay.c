@@ -164,6 +164,7 @@ static void relay_up(struct relay *r, const struct peer_dev *dev, struct peer_jo
 	uint16_t port;
 	size_t n;
 
+	r->s_sent = r->c_sent = 0;
 	server_start(&r->s, dev, 0, c_client, j);
 	CHK_RET(dat_psp_create_any(r->s.n.ia, &r->qual, r->s.n.cr_evd, DAT_PSP_CONSUMER_FLAG,
 				   &r->s.psp),
