@@ -23,6 +23,7 @@
 #
 #   tools/soak.sh <minutes> [out dir]       (default build/soak)
 #
+# SOAK_SKIP: devices left out ("mlx5sim", "shm tcp", ...).
 # SOAK_BUILD: the build directory (default build); SOAK_LOCK: a lock file
 # each step holds while its stock clients run (default
 # /tmp/dapl-clients.lock, shared with other runs of the stock clients on
@@ -105,6 +106,7 @@ lock_drop() { [ -z "$lock" ] || { flock -u 9; exec 9>&-; }; }
 # ---- devices: name ia server-wrap client-wrap host dat.conf ----
 devs=""
 add_dev() { # name ia swrap cwrap host conf
+	case " ${SOAK_SKIP:-} " in *" $1 "*) echo "soak: $1 left out (SOAK_SKIP)"; return ;; esac
 	devs="$devs $1"
 	eval "ia_$1=\$2 swrap_$1=\$3 cwrap_$1=\$4 host_$1=\$5 conf_$1=\$6"
 }
