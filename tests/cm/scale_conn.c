@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rc_ep_attr.h"
+
 #define SLOT 64
 #define SEC 1000000
 
@@ -171,17 +173,7 @@ static void side_eps(struct side *s)
 {
 	DAT_EP_ATTR a;
 
-	memset(&a, 0, sizeof(a));
-	a.service_type = DAT_SERVICE_TYPE_RC;
-	a.max_message_size = SLOT;
-	a.max_rdma_size = SLOT;
-	a.qos = DAT_QOS_BEST_EFFORT;
-	a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-	a.max_recv_dtos = 2;
-	a.max_request_dtos = 4;
-	a.max_recv_iov = 1;
-	a.max_request_iov = 1;
+	rc_ep_attr(&a, SLOT, 2, 4, 1);
 	for (unsigned i = 0; i < npairs; i++) {
 		DAT_LMR_TRIPLET t = { .lmr_context = s->lkey, .segment_length = 8,
 				      .virtual_address = (DAT_VADDR)(uintptr_t)(s->buf + i * SLOT) };
