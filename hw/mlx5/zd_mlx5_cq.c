@@ -347,6 +347,10 @@ static __attribute__((noinline)) int cqe_handle_slow(struct zd_mlx5_cq_obj *cq,
 	DAT_DTOS op;
 
 	zd_mlx5_cqe_parse(cqe, &ci);
+	/* A CQE that completes nothing, whatever else it holds (the software
+	 * device's way of giving up a slot its writer never wrote). */
+	if (ZD_UNLIKELY(ci.opcode == MLX5_CQE_NO_PACKET))
+		return 0;
 	qp = cq_qp(cq, ci.qpn);
 	if (ZD_UNLIKELY(!qp))
 		return 0;  /* a QP destroyed (or reset) since: drop */

@@ -6,7 +6,8 @@
  * unsignaled WQEs retired, suppressed completions hidden, unknown QPs
  * dropped, SRQ receives by WQE index, the EVD ring's budget kept), and the
  * IB extensions' completions into DAT_IB_DTO_EVENTs (immediate data,
- * atomics' big-endian old values turned to host order, errors, flushes).
+ * atomics' big-endian old values turned to host order, errors, flushes);
+ * a NO_PACKET CQE completes nothing.
  */
 #include "mlx5_pollenv.h"
 
@@ -217,6 +218,26 @@ Test(mlx5, poll_errors_unknown_qps_and_budget)
 	cr_assert_eq(d.status, DAT_DTO_ERR_FLUSHED);
 	cr_assert_eq(d.user_cookie.as_64, 202);
 	cr_assert_eq(atomic_load(&p.qp->sq.ci), 3);
+	pollenv_fini(&p);
+}
+
+/* A CQE of opcode NO_PACKET completes nothing, whatever its body names
+ * (the software device gives up a slot its dead writer never wrote so). */
+Test(mlx5, poll_no_packet_cqe_completes_nothing)
+{
+	struct pollenv p;
+
+	pollenv_init(&p, 4, 16, 0, 4);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(zd_mlx5_post_send(p.ep, 1, &one, (DAT_DTO_COOKIE){ .as_64 = 300 + i }, 0),
+			     DAT_SUCCESS);
+	cqe(&p, MLX5_CQE_NO_PACKET, QPN, 1, 0, 0);
+	cqe(&p, MLX5_CQE_REQ, QPN, 0, 0, 0);
+	cqe(&p, MLX5_CQE_REQ, QPN, 1, 0, 0);
+	cr_assert_eq(zd_mlx5_cq_poll(p.evd, 16), 2);
+	cr_assert_eq(pollenv_next_event(&p).user_cookie.as_64, 300);
+	cr_assert_eq(pollenv_next_event(&p).user_cookie.as_64, 301);
+	cr_assert_eq(p.cq->q.ci, 3, "the NO_PACKET CQE consumed too");
 	pollenv_fini(&p);
 }
 

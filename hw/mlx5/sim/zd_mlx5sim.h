@@ -120,6 +120,7 @@ struct zd_mlx5sim_stats {
 	uint64_t bf_mismatch;       /* BlueFlame copy differs from the WQE in the SQ */
 	uint64_t db_order;          /* BlueFlame/doorbell write before its doorbell record */
 	uint64_t cq_overrun;        /* CQEs that found their CQ full */
+	uint64_t cq_holes;          /* CQ slots claimed by a writer that died, given up */
 	uint64_t events;            /* completion events raised */
 	uint64_t ud_sent;           /* datagrams sent by this NIC's UD QPs */
 	uint64_t ud_lost;           /* ... that reached no QP: no route to the GID, no

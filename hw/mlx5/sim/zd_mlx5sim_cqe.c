@@ -8,10 +8,28 @@
  */
 #include <endian.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/zd_log.h"
 #include "hw/mlx5/sim/zd_mlx5sim_priv.h"
 
 /* ---- CQEs ---- */
+
+static uint64_t zd_ms_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The consumer index moved past slot @p: the claim was given up. */
+static bool claim_passed(volatile __be32 *db, uint32_t p)
+{
+	uint32_t d = (be32toh(zd_dev_load(&db[ZD_MLX5_CQ_SET_CI])) - p) & 0xffffff;
+
+	return d != 0 && d < (1u << 23);
+}
 
 bool zd_ms_cq_write(struct zd_soft_peer *peer, uint32_t cqn, struct mlx5_cqe64 *cqe,
 		    bool solicited)
@@ -46,6 +64,11 @@ bool zd_ms_cq_write(struct zd_soft_peer *peer, uint32_t cqn, struct mlx5_cqe64 *
 	} while (!atomic_compare_exchange_weak_explicit(&cq->prod, &p, p + 1, memory_order_seq_cst,
 							memory_order_relaxed));
 	slot = buf + (p & (cnt - 1));
+	/* A writer stopped for long after its claim finds its slot given up
+	 * (zd_ms_cq_mend) and consumed: its CQE is lost (its peer is being
+	 * broken), it must not land over a later pass's. */
+	if (ZD_UNLIKELY(claim_passed(db, p)))
+		return false;
 	memcpy(slot, cqe, offsetof(struct mlx5_cqe64, op_own));
 	/* release: the consumer's read barrier after the owner check pairs
 	 * with this; the body is visible before the owner bit flips. */
@@ -83,6 +106,65 @@ void zd_ms_cqe_err(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t op
 	e->s_wqe_opcode_qpn = htobe32((uint32_t)opcode << 24 | (qpn & 0xffffff));
 	e->wqe_counter = htobe16(idx);
 	e->op_own = (resp ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR) << 4;
+}
+
+/*
+ * A claimed slot nobody writes: the engine of the peer NIC that claimed it
+ * (it writes responder CQEs into our CQs) was killed or stopped between
+ * its claim and its owner byte.  The consumer stops there, and every CQE
+ * behind it, of any connection, stays hidden.  The CQ's own engine gives
+ * such a slot up after ZD_MS_CQE_HOLE_NS: it turns the slot's opcode into
+ * MLX5_CQE_NO_PACKET (a CQE that completes nothing) with the pass's owner
+ * bit, by CAS on the owner byte, so a writer that stores its own owner
+ * byte first, or last, wins.  The CQE lost belongs to the connection of
+ * that peer, which the CM breaks (liveness).
+ */
+bool zd_ms_cq_mend(struct zd_mlx5sim_nic *nic, uint32_t i)
+{
+	struct zd_ms_cq *cq = zd_ms_cq_ctx(nic->sh, i);
+	struct zd_ms_cq_watch *w = &nic->cq_watch[i];
+	uint32_t cnt = cq->cqe_cnt, ci, p;
+	struct mlx5_cqe64 *buf, *slot;
+	volatile __be32 *db;
+	uint64_t now_ns;
+	uint8_t v, owner;
+
+	if (!cnt || (cnt & (cnt - 1)) || atomic_load_explicit(&cq->error, memory_order_relaxed))
+		return false;
+	buf = zd_ms_own_qbuf(nic, cq->buf_chunk, cq->buf_off);
+	db = zd_ms_own_qbuf(nic, cq->db_chunk, cq->db_off);
+	ci = be32toh(zd_dev_load(&db[ZD_MLX5_CQ_SET_CI])) & 0xffffff;
+	p = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	slot = buf + (ci & (cnt - 1));
+	owner = !!(ci & cnt);
+	v = __atomic_load_n(&slot->op_own, __ATOMIC_ACQUIRE);
+	/* Nothing claimed past the consumer, or the slot handed over. */
+	if (((p - ci) & 0xffffff) == 0 ||
+	    (v < (MLX5_CQE_INVALID << 4) && (v & MLX5_CQE_OWNER_MASK) == owner)) {
+		w->since_ns = 0;
+		return false;
+	}
+	/* A writer between its claim and its owner byte: (rarely) a
+	 * clock read. */
+	now_ns = zd_ms_now_ns();
+	if (!w->since_ns || w->ci != ci) {
+		w->ci = ci;
+		w->since_ns = now_ns;
+		return false;
+	}
+	if (now_ns - w->since_ns < ZD_MS_CQE_HOLE_NS)
+		return false;
+	w->since_ns = 0;
+	if (!__atomic_compare_exchange_n(&slot->op_own, &v,
+					 (uint8_t)(MLX5_CQE_NO_PACKET << 4 | owner), false,
+					 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		return false;  /* written meanwhile */
+	atomic_fetch_add_explicit(&nic->cnt_cq_holes, 1, memory_order_relaxed);
+	if (nic->debug)
+		zd_log_error("mlx5sim: CQ %u: slot %u claimed and never written for %llu ms: "
+			     "given up (its writer died)",
+			     cq->cqn, ci, (unsigned long long)(ZD_MS_CQE_HOLE_NS / 1000000));
+	return true;
 }
 
 /* ---- arming ---- */

@@ -213,7 +213,7 @@ void *zd_ms_engine_main(void *arg)
 			struct zd_ms_cq *cq = zd_ms_cq_ctx(sh, i);
 
 			if (atomic_load_explicit(&cq->live, memory_order_acquire))
-				work |= zd_ms_cq_arm(sh, cq);
+				work |= zd_ms_cq_arm(sh, cq) | zd_ms_cq_mend(nic, i);
 		}
 		for (uint32_t i = 0; i < nic->qp_hwm; i++)
 			work |= qp_pass(nic, i);

@@ -125,7 +125,8 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	nic->pages = calloc(sh->arena_pages, 1);
 	nic->qpe = calloc(a.max_qp, sizeof(*nic->qpe));
 	nic->cq_user = calloc(a.max_cq, sizeof(*nic->cq_user));
-	if (!nic->pages || !nic->qpe || !nic->cq_user) {
+	nic->cq_watch = calloc(a.max_cq, sizeof(*nic->cq_watch));
+	if (!nic->pages || !nic->qpe || !nic->cq_user || !nic->cq_watch) {
 		ret = -ENOMEM;
 		goto err_unmap;
 	}
@@ -154,6 +155,7 @@ err_unmap:
 	free(nic->pages);
 	free(nic->qpe);
 	free(nic->cq_user);
+	free(nic->cq_watch);
 	zd_soft_region_destroy(&nic->region);
 err_free:
 	free(nic);
@@ -186,6 +188,7 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 	free(nic->pages);
 	free(nic->qpe);
 	free(nic->cq_user);
+	free(nic->cq_watch);
 	free(nic);
 }
 
@@ -199,6 +202,7 @@ void zd_mlx5sim_nic_stats(struct zd_mlx5sim_nic *nic, struct zd_mlx5sim_stats *s
 	st->db_order = atomic_load(&nic->cnt_db_order);
 	st->cqes = atomic_load(&nic->sh->cnt_cqes);
 	st->cq_overrun = atomic_load(&nic->sh->cnt_overrun);
+	st->cq_holes = atomic_load(&nic->cnt_cq_holes);
 	st->events = atomic_load(&nic->sh->cnt_events);
 	st->ud_sent = atomic_load(&nic->cnt_ud_sent);
 	st->ud_lost = atomic_load(&nic->cnt_ud_lost);

@@ -66,6 +66,7 @@ int zd_mlx5sim_cq_create(struct zd_mlx5sim_nic *nic, uint32_t cqe_cnt, void *use
 		out->uar = zd_ms_at(sh, cq->uar_off);
 		out->cqn = cq->cqn;
 		nic->cq_user[i] = user;
+		nic->cq_watch[i].since_ns = 0;
 		nic->cq_hwm = ZD_MAX(nic->cq_hwm, i + 1);
 		atomic_store_explicit(&cq->live, 1, memory_order_release);
 		ret = 0;

@@ -231,6 +231,12 @@ struct zd_ms_qpe {
 	uint32_t shadow_next;             /* shadows written since reset */
 };
 
+/* A CQ's consumer seen stopped at a slot not handed over (zd_ms_cq_mend). */
+struct zd_ms_cq_watch {
+	uint32_t ci;
+	uint64_t since_ns;           /* 0: not watching */
+};
+
 /* Hook memory of a destroyed object, kept for the NIC's later queues. */
 struct zd_ms_kept {
 	struct zd_ms_kept *next;
@@ -266,8 +272,9 @@ struct zd_mlx5sim_nic {
 	pthread_t engine;
 	_Atomic bool stop;
 	bool debug;                 /* ZDAPL_MLX5SIM_DEBUG=1: errors on stderr */
+	struct zd_ms_cq_watch *cq_watch;  /* max_cq: zd_ms_cq_mend's */
 	_Atomic uint64_t cnt_wqes, cnt_rnr, cnt_err, cnt_bf_checked, cnt_bf_mismatch,
-		cnt_db_order, cnt_ud_sent, cnt_ud_lost;
+		cnt_db_order, cnt_ud_sent, cnt_ud_lost, cnt_cq_holes;
 };
 
 /* ---- layout accessors (work on any mapped region) and helpers ---- */
@@ -461,6 +468,10 @@ void zd_ms_cqe_req(struct mlx5_cqe64 *c, uint32_t qpn, uint8_t opcode, uint16_t 
 void zd_ms_cqe_err(struct mlx5_cqe64 *c, bool resp, uint8_t syndrome, uint8_t opcode,
 		   uint32_t qpn, uint16_t idx, uint32_t srqn);
 bool zd_ms_cq_arm(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
+/* Our CQ i, from the engine's pass: a slot claimed but not written for
+ * ZD_MS_CQE_HOLE_NS is given up; true if one was. */
+#define ZD_MS_CQE_HOLE_NS (2000ull * 1000 * 1000)
+bool zd_ms_cq_mend(struct zd_mlx5sim_nic *nic, uint32_t i);
 
 /* Events (zd_mlx5sim_event.c): CQ cq of region sh fired; wakes the waiters. */
 void zd_ms_raise_event(struct zd_ms_shared *sh, struct zd_ms_cq *cq);
