@@ -3,7 +3,8 @@
 # <pairs> connected RC EP pairs between two processes, each carrying a send
 # and an RDMA write both ways, on zdapl-shm and zdapl-tcp; prints each
 # side's connection rate, descriptors, RSS and PSS per EP and idle CPU.
-# meson test runs 2,000 (cm/scale-2000-*); the soak calls this with 10,000.
+# meson test runs 2,000 (cm/scale-2000-*); the soak (tools/soak.sh) runs it
+# with 10,000 at its end.
 # A device whose descriptors per pair exceed RLIMIT_NOFILE (tcp: 2 a pair,
 # the CM's socket and its data socket) is reported skipped (77).
 # usage: tools/scale.sh [pairs] [build dir]     exit: 0 all passed, 1 a failure

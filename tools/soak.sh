@@ -23,6 +23,8 @@
 #
 #   tools/soak.sh <minutes> [out dir]       (default build/soak)
 #
+# At the end, tools/scale.sh runs SOAK_SCALE_PAIRS (default 10000; 0:
+# none) connected pairs between two processes on shm and tcp.
 # SOAK_SKIP: devices left out ("mlx5sim", "shm tcp", ...).
 # SOAK_BUILD: the build directory (default build); SOAK_LOCK: a lock file
 # each step holds while its stock clients run (default
@@ -37,6 +39,7 @@ build=$top/${SOAK_BUILD:-build}
 conf=$build/dat.conf
 lock=${SOAK_LOCK-/tmp/dapl-clients.lock}
 interval=${SOAK_SAMPLE_S:-3}
+scale_pairs=${SOAK_SCALE_PAIRS:-10000}
 export ZDAPL_PEER_TIMEOUT_MS=${ZDAPL_PEER_TIMEOUT_MS:-2000}
 
 for prog in dapltest dtest dtestcm; do
@@ -361,5 +364,17 @@ for d in $devs; do
 done
 [ "$bad" = 0 ] || fail=1
 sh "$top/tools/soak_plot.sh" "$out" >/dev/null 2>&1 && echo "soak: plot $out/soak.png"
+
+# ---- scale: 10,000 connected pairs between two processes per device ----
+# (tools/scale.sh: shm and tcp, each pair carrying traffic), after the
+# servers quit so it does not disturb their samples.
+if [ "$scale_pairs" -gt 0 ]; then
+	sh "$top/tools/scale.sh" "$scale_pairs" "$build" >"$out/scale.log" 2>&1
+	rc=$?
+	grep '^scale.sh:' "$out/scale.log" | sed 's/^scale.sh:/soak: scale/'
+	if [ $rc != 0 ]; then
+		echo "soak: scale failed, log in $out/scale.log"; fail=1
+	fi
+fi
 echo "soak: $round rounds in $(($(now) - t0)) s, $ok steps ok, $bad failed: $([ $fail = 0 ] && echo PASS || echo FAIL)"
 exit $fail
