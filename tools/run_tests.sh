@@ -9,12 +9,15 @@
 # Ends with "N passed, N failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
+t_start=$(date +%s)
 sh tools/setup_deps.sh || exit 1
 
 werror=""
 [ "${CI:-}" = "true" ] && werror="-Dwerror=true"
 
-step() { echo; echo "==== $*"; }
+# Each step says when it starts (seconds since the run began): where CI's
+# time goes.
+step() { echo; echo "==== $* (at $(($(date +%s) - t_start)) s)"; }
 
 configure() { # dir, extra args...
 	dir=$1
@@ -86,6 +89,6 @@ case $rc5 in
 esac
 
 echo
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed in $(($(date +%s) - t_start)) s"
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ $rc4 -eq 0 ] && [ $rc5 -eq 0 ] &&
 	[ "$failed" -eq 0 ]
