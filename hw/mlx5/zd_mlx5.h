@@ -57,8 +57,11 @@ struct zd_mlx5_dev {
 	const struct zd_mlx5_backend *be;
 	void *bctx;
 	struct zd_mlx5_caps caps;
-	/* qpn -> QP; second-level tables allocated on first use */
+	/* qpn -> QP; second-level tables allocated on first use, freed
+	 * when their last QP goes (QPNs wander over 24 bits: a long-lived
+	 * IA that cycles QPs must not keep a table for every range it met) */
 	struct zd_mlx5_qp **_Atomic qpt[ZD_MLX5_QPT_ENTRIES];
+	uint16_t qpt_used[ZD_MLX5_QPT_ENTRIES];   /* QPs in each, under lock */
 	pthread_mutex_t lock;          /* control path: lists, table writes */
 	struct zd_mlx5_pd *pds;
 	struct zd_mlx5_cq_obj *cqs;

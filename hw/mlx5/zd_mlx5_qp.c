@@ -23,29 +23,58 @@
 
 /* ---- qpn table ---- */
 
-static int qpt_set(struct zd_mlx5_dev *dev, uint32_t qpn, struct zd_mlx5_qp *qp)
+static inline uint32_t qpt_hi(uint32_t qpn)
 {
-	uint32_t hi = (qpn >> ZD_MLX5_QPT_SHIFT) & (ZD_MLX5_QPT_ENTRIES - 1);
+	return (qpn >> ZD_MLX5_QPT_SHIFT) & (ZD_MLX5_QPT_ENTRIES - 1);
+}
+
+/* Lists @qp under its QPN: -EEXIST if one is listed there already. */
+static int qpt_add(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp)
+{
+	const uint32_t hi = qpt_hi(qp->qpn), lo = qp->qpn & (ZD_MLX5_QPT_ENTRIES - 1);
 	struct zd_mlx5_qp **l2;
+	int rc = 0;
 
 	pthread_mutex_lock(&dev->lock);
 	l2 = atomic_load(&dev->qpt[hi]);
 	if (!l2) {
-		if (!qp) {
-			pthread_mutex_unlock(&dev->lock);
-			return 0;
-		}
 		l2 = calloc(ZD_MLX5_QPT_ENTRIES, sizeof(*l2));
 		if (!l2) {
-			pthread_mutex_unlock(&dev->lock);
-			return -ENOMEM;
+			rc = -ENOMEM;
+			goto out;
 		}
 		/* release: pairs with the acquire in zd_mlx5_qp_lookup. */
 		atomic_store_explicit(&dev->qpt[hi], l2, memory_order_release);
 	}
-	__atomic_store_n(&l2[qpn & (ZD_MLX5_QPT_ENTRIES - 1)], qp, __ATOMIC_RELEASE);
+	if (l2[lo]) {
+		rc = -EEXIST;
+		goto out;
+	}
+	__atomic_store_n(&l2[lo], qp, __ATOMIC_RELEASE);
+	dev->qpt_used[hi]++;
+out:
 	pthread_mutex_unlock(&dev->lock);
-	return 0;
+	return rc;
+}
+
+/* Unlists @qp; returns its second-level table if that is empty now (and
+ * unlinked): the caller frees it once no poller can be inside it. */
+static struct zd_mlx5_qp **qpt_remove(struct zd_mlx5_dev *dev, struct zd_mlx5_qp *qp)
+{
+	const uint32_t hi = qpt_hi(qp->qpn);
+	struct zd_mlx5_qp **l2, **empty = NULL;
+
+	pthread_mutex_lock(&dev->lock);
+	l2 = atomic_load(&dev->qpt[hi]);
+	if (l2 && l2[qp->qpn & (ZD_MLX5_QPT_ENTRIES - 1)] == qp) {
+		__atomic_store_n(&l2[qp->qpn & (ZD_MLX5_QPT_ENTRIES - 1)], NULL, __ATOMIC_RELEASE);
+		if (--dev->qpt_used[hi] == 0) {
+			atomic_store_explicit(&dev->qpt[hi], NULL, memory_order_release);
+			empty = l2;
+		}
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return empty;
 }
 
 /* ---- QP ---- */
@@ -97,7 +126,7 @@ static DAT_RETURN qp_build(struct zd_mlx5_qp *qp)
 		goto err;
 	}
 	qp->qpn = sqd.qpn & 0xffffff;
-	if (zd_mlx5_qp_lookup(dev, qp->qpn) || qpt_set(dev, qp->qpn, qp) != 0) {
+	if (qpt_add(dev, qp) != 0) {
 		ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
 		goto err;
 	}
@@ -146,12 +175,15 @@ static void qp_flush_outstanding(struct zd_mlx5_qp *qp)
 static void qp_unbuild(struct zd_mlx5_qp *qp)
 {
 	struct zd_mlx5_dev *dev = qp->dev;
+	struct zd_mlx5_qp **l2_empty;
 
 	if (!qp->bqp)
 		return;
-	qpt_set(dev, qp->qpn, NULL);
-	/* No poller still inside a pass that found it (zd_mlx5.h). */
+	l2_empty = qpt_remove(dev, qp);
+	/* No poller still inside a pass that found it (zd_mlx5.h), or its
+	 * table. */
 	zd_mlx5_sync_pollers(dev);
+	free(l2_empty);
 	/* A pass that found it listed may have cached it (zd_mlx5_cq.c);
 	 * none can now: drop it, then wait out passes that used the cache. */
 	zd_mlx5_cq_forget_qp(dev, qp);

@@ -170,7 +170,7 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 	pthread_join(nic->engine, NULL);
 	for (uint32_t i = 0; i < nic->sh->max_qp; i++) {
 		if (atomic_load(&zd_ms_qp_ctx(nic->sh, i)->state) != ZD_MS_QP_FREE)
-			zd_mlx5sim_qp_destroy(nic, ZD_MS_QPN_BASE + i);
+			zd_mlx5sim_qp_destroy(nic, zd_ms_qp_ctx(nic->sh, i)->qpn);
 	}
 	/* Their queue memory may be the hook's: back to it below. */
 	for (uint32_t i = 0; i < nic->sh->max_srq; i++)

@@ -224,10 +224,10 @@ static struct zd_ms_qp *qp_get(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 {
 	struct zd_ms_qp *qp;
 
-	if (qpn < ZD_MS_QPN_BASE || qpn - ZD_MS_QPN_BASE >= nic->sh->max_qp)
+	if (zd_ms_qpn_index(qpn) >= nic->sh->max_qp)
 		return NULL;
-	qp = zd_ms_qp_ctx(nic->sh, qpn - ZD_MS_QPN_BASE);
-	return atomic_load(&qp->state) != ZD_MS_QP_FREE ? qp : NULL;
+	qp = zd_ms_qp_ctx(nic->sh, zd_ms_qpn_index(qpn));
+	return atomic_load(&qp->state) != ZD_MS_QP_FREE && qp->qpn == qpn ? qp : NULL;
 }
 
 int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_attr *attr,
@@ -236,7 +236,7 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 	struct zd_ms_shared *sh = nic->sh;
 	struct zd_ms_cq *scq, *rcq;
 	struct zd_ms_srq *srq = NULL;
-	uint32_t sq_cnt, rq_cnt = 0, rq_stride = 0, bchunk, dchunk;
+	uint32_t sq_cnt, rq_cnt = 0, rq_stride = 0, bchunk, dchunk, prev_qpn;
 	uint64_t buf, db_at, rq_bytes, bytes;
 	int64_t pg;
 	int ret = -ENOMEM;
@@ -283,9 +283,10 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 			dchunk = ZD_SOFT_NO_CHUNK;
 			db_at = (uint64_t)pg;
 		}
+		prev_qpn = qp->qpn;
 		memset((char *)qp + sizeof(qp->state), 0, sizeof(*qp) - sizeof(qp->state));
 		memset(e, 0, sizeof(*e));
-		qp->qpn = ZD_MS_QPN_BASE + i;
+		qp->qpn = zd_ms_qpn_next(prev_qpn, i);
 		qp->pdn = attr->pdn;
 		qp->scqn = attr->send_cqn;
 		qp->rcqn = attr->recv_cqn;
@@ -362,7 +363,7 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 		goto out;
 	}
 	st = atomic_load(&qp->state);
-	e = &nic->qpe[qpn - ZD_MS_QPN_BASE];
+	e = &nic->qpe[zd_ms_qpn_index(qpn)];
 	if ((st != ZD_MLX5SIM_QPS_RESET && st != ZD_MLX5SIM_QPS_INIT) || e->peer ||
 	    qp->type != ZD_MLX5SIM_QPT_RC) {
 		ret = -EINVAL;
@@ -376,14 +377,14 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 		ret = errno ? -errno : -ENOENT;     /* out of descriptors or memory */
 		goto out;
 	}
-	if (peer->qpn < ZD_MS_QPN_BASE || peer->qpn - ZD_MS_QPN_BASE >= zd_ms_peer_sh(p)->max_qp ||
+	if (zd_ms_qpn_index(peer->qpn) >= zd_ms_peer_sh(p)->max_qp ||
 	    qp_get(nic, qpn) != qp || e->peer) {
 		pthread_mutex_unlock(&nic->lock);
 		zd_ms_peer_put(nic, p);
 		return -EINVAL;
 	}
 	e->peer = p;
-	e->peer_idx = peer->qpn - ZD_MS_QPN_BASE;
+	e->peer_idx = zd_ms_qpn_index(peer->qpn);
 	atomic_store(&qp->peer_uid, peer->nic_uid);
 	atomic_store(&qp->peer_qpn, peer->qpn);
 	/* INIT -> RTR -> RTS: nothing to wait for in between in the model. */
@@ -404,11 +405,11 @@ int zd_mlx5sim_qp_state(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 static void qp_reset_locked(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp,
 			    struct zd_soft_peer **put)
 {
-	struct zd_ms_qpe *e = &nic->qpe[qp->qpn - ZD_MS_QPN_BASE];
+	struct zd_ms_qpe *e = &nic->qpe[zd_ms_qpn_index(qp->qpn)];
 	__be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 	const uint64_t *bf = zd_ms_at(nic->sh, qp->uar_off + ZD_MS_BF_OFFSET);
 
-	zd_ms_qp_bf_final(nic, qp->qpn - ZD_MS_QPN_BASE);
+	zd_ms_qp_bf_final(nic, zd_ms_qpn_index(qp->qpn));
 	*put = e->peer;
 	memset(e, 0, sizeof(*e));
 	/* Whatever sits in the BlueFlame halves now is old news. */

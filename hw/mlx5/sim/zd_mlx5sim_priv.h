@@ -80,12 +80,29 @@
 #define ZD_MS_MAGIC        0x7a646d6c78356e31ull   /* "zdmlx5n1" */
 #define ZD_MS_ADDR_MAGIC   0x6d6c7835u
 #define ZD_MS_PAGE         4096u
-#define ZD_MS_QPN_BASE     0x100u                  /* qpn = QPN_BASE + index */
 #define ZD_MS_BF_OFFSET    0x800u                  /* BlueFlame in a UAR page */
 #define ZD_MS_BF_SIZE      256u                    /* per half; two halves */
 #define ZD_MS_MAX_WQE      (63 * 16)               /* ds is 6 bits */
 #define ZD_MS_MAX_SGE      32
 #define ZD_MS_CHUNKS       256
+
+/*
+ * QPN = generation << 16 | index of the QP's slot.  A slot's next QP gets
+ * the next generation (1..128), so a QPN does not come back at once, as a
+ * ConnectX's firmware does not hand a destroyed QP's number out again at
+ * once: a CQE or datagram of a destroyed QP still in flight names no live
+ * QP (its consumer drops it) instead of the slot's next QP.  Never below
+ * 0x10000: QPNs 0 and 1 are IB's special QPs.
+ */
+#define ZD_MS_QPN_GENS     128u
+static inline uint32_t zd_ms_qpn_index(uint32_t qpn)
+{
+	return qpn & 0xffff;
+}
+static inline uint32_t zd_ms_qpn_next(uint32_t prev, uint32_t index)
+{
+	return ((prev >> 16) % ZD_MS_QPN_GENS + 1) << 16 | index;
+}
 
 /* ---- shared layouts ---- */
 

@@ -44,10 +44,11 @@ static struct zd_ms_qp *ud_qp_get(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 {
 	struct zd_ms_qp *qp;
 
-	if (qpn < ZD_MS_QPN_BASE || qpn - ZD_MS_QPN_BASE >= nic->sh->max_qp)
+	if (zd_ms_qpn_index(qpn) >= nic->sh->max_qp)
 		return NULL;
-	qp = zd_ms_qp_ctx(nic->sh, qpn - ZD_MS_QPN_BASE);
-	if (atomic_load(&qp->state) == ZD_MS_QP_FREE || qp->type != ZD_MLX5SIM_QPT_UD)
+	qp = zd_ms_qp_ctx(nic->sh, zd_ms_qpn_index(qpn));
+	if (atomic_load(&qp->state) == ZD_MS_QP_FREE || qp->type != ZD_MLX5SIM_QPT_UD ||
+	    qp->qpn != qpn)
 		return NULL;
 	return qp;
 }
@@ -163,9 +164,9 @@ static struct zd_ms_qp *dest_qp(struct zd_soft_peer *p, uint32_t qpn)
 	struct zd_ms_qp *qp;
 	uint32_t st;
 
-	if (qpn < ZD_MS_QPN_BASE || qpn - ZD_MS_QPN_BASE >= sh->max_qp)
+	if (zd_ms_qpn_index(qpn) >= sh->max_qp)
 		return NULL;
-	qp = zd_ms_qp_ctx(sh, qpn - ZD_MS_QPN_BASE);
+	qp = zd_ms_qp_ctx(sh, zd_ms_qpn_index(qpn));
 	/* acquire: pairs with the release of the state in qp_ud_ready. */
 	st = atomic_load_explicit(&qp->state, memory_order_acquire);
 	if ((st != ZD_MLX5SIM_QPS_RTR && st != ZD_MLX5SIM_QPS_RTS && st != ZD_MLX5SIM_QPS_SQE) ||
