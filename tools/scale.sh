@@ -1,7 +1,8 @@
 #!/bin/sh
 # Connection scale on the software devices (issue #15): zd_scale_conn with
 # <pairs> connected RC EP pairs between two processes, each carrying a send
-# and an RDMA write both ways, on zdapl-shm and zdapl-tcp; prints each
+# and an RDMA write both ways, on zdapl-shm, zdapl-tcp and (when this build
+# has it) zdapl-mlx5sim; prints each
 # side's connection rate, descriptors, RSS and PSS per EP and idle CPU.
 # meson test runs 2,000 (cm/scale-2000-*); the soak (tools/soak.sh) runs it
 # with 10,000 at its end.
@@ -15,7 +16,11 @@ conf=$build/dat.conf
 exe=$build/tests/cm/zd_scale_conn
 [ -x "$exe" ] && [ -f "$conf" ] || { echo "scale.sh: build $build first (ninja -C $build)" >&2; exit 1; }
 rc=0
-for dev in "zdapl-shm 1" "zdapl-tcp 2"; do
+devs="zdapl-shm 1|zdapl-tcp 2"
+grep -q '^zdapl-mlx5sim ' "$conf" && devs="$devs|zdapl-mlx5sim 1"
+IFS='|'
+for dev in $devs; do
+	unset IFS
 	set -- $dev
 	DAT_OVERRIDE=$conf "$exe" -P "$1" -n "$pairs" -f "$2"
 	st=$?

@@ -40,7 +40,7 @@
  * touched, so it is sized for many connections (dtestcm opens a thousand
  * at once, each side). */
 #define ZD_MS_BE_QUEUE_MEM (1ull << 30)
-#define ZD_MS_BE_MAX_QP    2048u
+#define ZD_MS_BE_MAX_QP    16384u
 #define ZD_MS_BE_MAX_CQ    1024u
 #define ZD_MS_BE_MAX_SRQ   256u
 #define ZD_MS_BE_MAX_MR    16384u

@@ -237,7 +237,7 @@ void *zd_ms_engine_main(void *arg)
 	for (uint32_t i = 0; i < sh->max_qp; i++) {
 		struct zd_ms_qp *qp = zd_ms_qp_ctx(sh, i);
 
-		if (atomic_load(&qp->state) != ZD_MS_QP_FREE)
+		if (zd_ms_qp_slot_used(qp))
 			zd_ms_qp_bf_final(nic, i);
 	}
 	pthread_mutex_unlock(&nic->lock);

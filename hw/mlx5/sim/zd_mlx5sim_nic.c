@@ -120,8 +120,6 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	sh->fired_off = fired_off;
 	sh->arena_off = arena_off;
 	sh->arena_pages = (uint32_t)((size - arena_off) / ZD_MS_PAGE);
-	for (uint32_t i = 0; i < a.max_qp; i++)
-		atomic_store(&zd_ms_qp_ctx(sh, i)->state, ZD_MS_QP_FREE);
 	nic->pages = calloc(sh->arena_pages, 1);
 	nic->qpe = calloc(a.max_qp, sizeof(*nic->qpe));
 	nic->cq_user = calloc(a.max_cq, sizeof(*nic->cq_user));
@@ -169,7 +167,7 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 	atomic_store(&nic->stop, true);
 	pthread_join(nic->engine, NULL);
 	for (uint32_t i = 0; i < nic->sh->max_qp; i++) {
-		if (atomic_load(&zd_ms_qp_ctx(nic->sh, i)->state) != ZD_MS_QP_FREE)
+		if (zd_ms_qp_slot_used(zd_ms_qp_ctx(nic->sh, i)))
 			zd_mlx5sim_qp_destroy(nic, zd_ms_qp_ctx(nic->sh, i)->qpn);
 	}
 	/* Their queue memory may be the hook's: back to it below. */

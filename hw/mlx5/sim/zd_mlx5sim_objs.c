@@ -224,7 +224,7 @@ static struct zd_ms_qp *qp_get(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 {
 	struct zd_ms_qp *qp;
 
-	if (zd_ms_qpn_index(qpn) >= nic->sh->max_qp)
+	if (!zd_ms_qpn_valid(qpn, nic->sh->max_qp))
 		return NULL;
 	qp = zd_ms_qp_ctx(nic->sh, zd_ms_qpn_index(qpn));
 	return atomic_load(&qp->state) != ZD_MS_QP_FREE && qp->qpn == qpn ? qp : NULL;
@@ -265,7 +265,7 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 		struct zd_ms_qpe *e = &nic->qpe[i];
 		__be32 *db;
 
-		if (atomic_load(&qp->state) != ZD_MS_QP_FREE)
+		if (zd_ms_qp_slot_used(qp))
 			continue;
 		/* One buffer, the RQ then the SQ, as mlx5 lays a QP out. */
 		rq_bytes = (uint64_t)rq_cnt * rq_stride;
@@ -377,7 +377,7 @@ int zd_mlx5sim_qp_connect(struct zd_mlx5sim_nic *nic, uint32_t qpn,
 		ret = errno ? -errno : -ENOENT;     /* out of descriptors or memory */
 		goto out;
 	}
-	if (zd_ms_qpn_index(peer->qpn) >= zd_ms_peer_sh(p)->max_qp ||
+	if (!zd_ms_qpn_valid(peer->qpn, zd_ms_peer_sh(p)->max_qp) ||
 	    qp_get(nic, qpn) != qp || e->peer) {
 		pthread_mutex_unlock(&nic->lock);
 		zd_ms_peer_put(nic, p);

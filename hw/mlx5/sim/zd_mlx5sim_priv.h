@@ -103,6 +103,11 @@ static inline uint32_t zd_ms_qpn_next(uint32_t prev, uint32_t index)
 {
 	return ((prev >> 16) % ZD_MS_QPN_GENS + 1) << 16 | index;
 }
+/* A QPN this NIC could have handed out (a region of max_qp slots). */
+static inline bool zd_ms_qpn_valid(uint32_t qpn, uint32_t max_qp)
+{
+	return (qpn >> 16) != 0 && zd_ms_qpn_index(qpn) < max_qp;
+}
 
 /* ---- shared layouts ---- */
 
@@ -150,7 +155,7 @@ struct zd_ms_qp {
 	_Atomic uint32_t out_of_buffer;  /* UD: datagrams that found no receive */
 } ZD_CACHE_ALIGNED;
 
-#define ZD_MS_QP_FREE UINT32_MAX
+#define ZD_MS_QP_FREE UINT32_MAX   /* destroyed (never used: zd_ms_qp_slot_used) */
 
 struct zd_ms_shared {
 	_Atomic uint64_t magic;
@@ -304,6 +309,12 @@ static inline void *zd_ms_at(struct zd_ms_shared *sh, uint64_t off)
 static inline struct zd_ms_qp *zd_ms_qp_ctx(struct zd_ms_shared *sh, uint32_t i)
 {
 	return (struct zd_ms_qp *)zd_ms_at(sh, sh->qp_off) + i;
+}
+/* A slot never used is all zero (QPN 0, state RESET): no pass at NIC open
+ * touches every context of a large table; a destroyed QP's is FREE. */
+static inline bool zd_ms_qp_slot_used(struct zd_ms_qp *qp)
+{
+	return qp->qpn != 0 && atomic_load(&qp->state) != ZD_MS_QP_FREE;
 }
 static inline struct zd_ms_cq *zd_ms_cq_ctx(struct zd_ms_shared *sh, uint32_t i)
 {

@@ -44,7 +44,7 @@ static struct zd_ms_qp *ud_qp_get(struct zd_mlx5sim_nic *nic, uint32_t qpn)
 {
 	struct zd_ms_qp *qp;
 
-	if (zd_ms_qpn_index(qpn) >= nic->sh->max_qp)
+	if (!zd_ms_qpn_valid(qpn, nic->sh->max_qp))
 		return NULL;
 	qp = zd_ms_qp_ctx(nic->sh, zd_ms_qpn_index(qpn));
 	if (atomic_load(&qp->state) == ZD_MS_QP_FREE || qp->type != ZD_MLX5SIM_QPT_UD ||
@@ -164,7 +164,7 @@ static struct zd_ms_qp *dest_qp(struct zd_soft_peer *p, uint32_t qpn)
 	struct zd_ms_qp *qp;
 	uint32_t st;
 
-	if (zd_ms_qpn_index(qpn) >= sh->max_qp)
+	if (!zd_ms_qpn_valid(qpn, sh->max_qp))
 		return NULL;
 	qp = zd_ms_qp_ctx(sh, zd_ms_qpn_index(qpn));
 	/* acquire: pairs with the release of the state in qp_ud_ready. */
