@@ -85,7 +85,7 @@
 
 #define ZD_SHM_MAX_SEGS      16
 #define ZD_SHM_MAGIC_IA      0x7a64736869613032ull  /* "zdshia02": with atomic_lock */
-#define ZD_SHM_MAGIC_QP      0x7a64736871703031ull  /* "zdshqp01" */
+#define ZD_SHM_MAGIC_QP      0x7a64736871703032ull  /* "zdshqp02": with copying */
 #define ZD_SHM_MAGIC_SRQ     0x7a64736873723031ull  /* "zdshsr01" */
 #define ZD_SHM_BLOB_VERSION  3  /* 2: the recv CQ's shared ring; 3: offsets in the IA's arena */
 
@@ -126,6 +126,9 @@ struct zd_shm_ia_shared {
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t doorbell; /* shared futex word */
 	_Atomic uint32_t armed;                       /* ZD_SHM_ARMED_*: a CQ consumer may sleep */
 	_Atomic uint32_t closing;
+	/* This IA's process takes part in the owners' membarrier
+	 * (zd_shm_copy.h): its copies need no slower barrier. */
+	_Atomic uint32_t copies_ordered;
 	/* Taken by every initiator (any process) of an atomic on this IA's
 	 * memory that no chunk covers (zd_soft_peer_atomic's lock word). */
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t atomic_lock;
@@ -202,6 +205,9 @@ struct zd_shm_qp_shared {
 	/* The one peer QP attached (zd_shm_qp_claim), 0 while none: a blob
 	 * replayed from another connection names a QP already held. */
 	_Atomic uint64_t holder;
+	/* The peer writes, around each copy to or from our memory by key:
+	 * odd while one runs (zd_shm_copy.h); read by our deregistrations. */
+	alignas(ZD_CACHE_LINE) _Atomic uint64_t copying;
 };
 
 struct zd_shm_srq_shared {
@@ -243,6 +249,7 @@ struct zd_shm_ia {
 	pthread_mutex_t lock;             /* control path */
 	struct zd_soft_peer *peers;       /* peer IAs (zd_soft_peer.h) */
 	struct zd_soft_cq *cqs;           /* for the waker */
+	struct zd_shm_qp *qps;            /* RC QPs, under @lock: whose peers copy (zd_shm_copy.h) */
 	uint32_t next_tag;
 	/* RC QPs by tag, for the CQ consumers' checks of a CQE's tag: leaves
 	 * of ZD_SHM_TAG_LEAF entries made as tags get used (zd_shm_tag_qp).
@@ -331,6 +338,7 @@ struct zd_shm_wr {
 struct zd_shm_qp {
 	struct zd_ep *ep;
 	struct zd_shm_ia *sia;
+	struct zd_shm_qp *ia_next, **ia_prev;  /* sia->qps, under sia->lock */
 	uint32_t tag;
 	uint32_t pz_id;
 	_Atomic uint32_t error;           /* flushed: every DTO completes flushed */
@@ -445,6 +453,8 @@ static inline void zd_shm_region_free(struct zd_shm_ia *sia, struct zd_soft_regi
 /* ---- zd_shm_peer.c ---- */
 struct zd_soft_peer *zd_shm_peer_get(struct zd_shm_ia *sia, const struct zd_shm_blob *b);
 void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_soft_peer *p);
+/* The peer process is gone (its pidfd reads ready); @p counted. */
+bool zd_shm_peer_dead(const struct zd_soft_peer *p);
 /* The peer's IA region (its MR table, chunk table, doorbell). */
 static inline struct zd_shm_ia_shared *zd_shm_peer_ia(const struct zd_soft_peer *p)
 {

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <time.h>
 
 #include "core/zd_cm.h"
@@ -139,16 +138,6 @@ void zd_shm_cqring_check_tail(struct zd_shm_cq *cq)
 		cq_warn(cq, "tail hint put back", "written out of protocol");
 }
 
-/* The peer process is gone (its pidfd reads ready).  Under the IA lock. */
-static bool peer_dead(const struct zd_soft_peer *p)
-{
-	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
-
-	if (p->self || p->pidfd < 0)
-		return false;
-	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN | POLLHUP));
-}
-
 /* Reports broken every EP of the IA connected to @p (under the IA lock,
  * which guards the CQ list and the QP lists): their receives flush, and
  * the CM ends them as if their sockets failed (zd_cm_dev_broken). */
@@ -201,7 +190,7 @@ bool zd_shm_cqring_unstick(struct zd_shm_cq *cq, uint64_t w, bool look_now)
 		/* Under the lock: QPs leave the table, and their peers, under it. */
 		qp = zd_shm_tag_qp(sia, tag, memory_order_relaxed);
 		p = qp && qp->recv_cq == cq ? __atomic_load_n(&qp->peer, __ATOMIC_RELAXED) : NULL;
-		dead = !p || peer_dead(p);
+		dead = !p || zd_shm_peer_dead(p);
 		if (!dead && now - cq->stuck_since < ZD_SHM_CQE_HOSTILE_NS) {
 			pthread_mutex_unlock(&sia->lock);
 			return false;

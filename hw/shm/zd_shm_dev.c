@@ -17,6 +17,7 @@
 #include "core/zd_log.h"
 #include "core/zd_netaddr.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/shm/zd_shm_copy.h"
 #include "hw/shm/zd_shm_ud.h"
 
 static const struct zd_device_limits shm_limits = {
@@ -106,6 +107,7 @@ static DAT_RETURN shm_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	for (uint32_t i = 0; i < ZD_SHM_CHUNK_SLOTS; i++)
 		atomic_store(&sia->sh->chunks[i].fd, -1);
 	shm_ia_env(sia);
+	zd_shm_copy_register(sia);
 	ia->dev_priv = sia;
 	if (zd_shm_chunks_start(sia) != 0) {
 		ia->dev_priv = NULL;

@@ -12,6 +12,7 @@
 #include "core/zd_mem_objs.h"
 #include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/shm/zd_shm_copy.h"
 #include "mem/zd_chunk.h"
 #include "mem/zd_keygen.h"
 
@@ -50,15 +51,22 @@ DAT_RETURN zd_shm_mr_register(struct zd_ia *ia, struct zd_lmr *lmr)
 	return DAT_SUCCESS;
 }
 
+/* As a device's, returns once no peer copies to or from the region any
+ * more (zd_shm_copy.h): then the memory is the application's again. */
 void zd_shm_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
 {
 	struct zd_shm_ia *sia = ia->dev_priv;
 	uint32_t idx = lmr->lkey & (ZD_SHM_MR_ENTRIES - 1);
+	bool cleared = false;
 
 	pthread_mutex_lock(&sia->lock);
-	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == lmr->lkey)
+	if (atomic_load_explicit(&sia->sh->mr[idx].key, memory_order_relaxed) == lmr->lkey) {
 		mr_clear(&sia->sh->mr[idx]);
+		cleared = true;
+	}
 	pthread_mutex_unlock(&sia->lock);
+	if (cleared)
+		zd_shm_copies_wait(sia, zd_shm_pz_id(lmr->pz), NULL);
 }
 
 /* Memory windows: the RMR's key gets an entry of its own covering only the

@@ -7,6 +7,7 @@
  */
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ void zd_shm_peer_put(struct zd_shm_ia *sia, struct zd_soft_peer *p)
 	pthread_mutex_lock(&sia->lock);
 	zd_soft_peer_put(&sia->peers, p);
 	pthread_mutex_unlock(&sia->lock);
+}
+
+bool zd_shm_peer_dead(const struct zd_soft_peer *p)
+{
+	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
+
+	if (p->self || p->pidfd < 0)
+		return false;
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN | POLLHUP));
 }
 
 void zd_shm_peer_ring(struct zd_shm_ia_shared *ia, uint32_t need)

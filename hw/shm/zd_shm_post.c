@@ -35,6 +35,7 @@
 #include "core/zd_ep.h"
 #include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/shm/zd_shm_copy.h"
 #include "hw/soft/zd_soft_atomic.h"
 
 #define ZD_SHM_RNR (-1)
@@ -155,30 +156,16 @@ static __attribute__((noinline)) int rdma_copy_sg(struct zd_shm_qp *qp, bool wri
 	}
 }
 
-static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
-				      const DAT_LMR_TRIPLET *iov,
-				      const DAT_RMR_TRIPLET *remote, uint64_t *done)
+/* exec_rdma's remote half, inside its copy marks: the target's state,
+ * its key, the copy of @total bytes. */
+static ZD_ALWAYS_INLINE int rdma_remote(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
+					const DAT_LMR_TRIPLET *iov,
+					const DAT_RMR_TRIPLET *remote, uint64_t total,
+					uint64_t *done)
 {
-	const uint32_t lneed = write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
 	struct zd_soft_mr_view v;
 	struct zd_soft_seg rseg;
-	uint64_t total = 0;
 
-	if (ZD_LIKELY(n == 1)) {
-		total = iov->segment_length;
-		if (ZD_UNLIKELY(total != 0 && !local_seg_ok(qp, iov, lneed)))
-			return DAT_DTO_ERR_LOCAL_PROTECTION;
-	} else {
-		for (DAT_COUNT i = 0; i < n; i++) {
-			if (iov[i].segment_length == 0)
-				continue;
-			if (ZD_UNLIKELY(!local_seg_ok(qp, &iov[i], lneed)))
-				return DAT_DTO_ERR_LOCAL_PROTECTION;
-			total += iov[i].segment_length;
-		}
-	}
-	if (ZD_UNLIKELY(total > remote->segment_length || total > ZD_SHM_MAX_RDMA))
-		return DAT_DTO_ERR_LOCAL_LENGTH;
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
 		return DAT_DTO_ERR_FLUSHED;
 	/* Zero bytes touch no remote memory: as on InfiniBand, no rkey check
@@ -212,6 +199,35 @@ static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUN
 	rseg.len = (uint32_t)total;
 	rseg.chunk = zd_soft_mr_chunk(&v, remote->virtual_address, total);
 	return rdma_copy_sg(qp, write, n, iov, &rseg);
+}
+
+static ZD_ALWAYS_INLINE int exec_rdma(struct zd_shm_qp *qp, bool write, DAT_COUNT n,
+				      const DAT_LMR_TRIPLET *iov,
+				      const DAT_RMR_TRIPLET *remote, uint64_t *done)
+{
+	const uint32_t lneed = write ? ZD_SHM_LOCAL_READ : DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
+	uint64_t total = 0;
+	int st;
+
+	if (ZD_LIKELY(n == 1)) {
+		total = iov->segment_length;
+		if (ZD_UNLIKELY(total != 0 && !local_seg_ok(qp, iov, lneed)))
+			return DAT_DTO_ERR_LOCAL_PROTECTION;
+	} else {
+		for (DAT_COUNT i = 0; i < n; i++) {
+			if (iov[i].segment_length == 0)
+				continue;
+			if (ZD_UNLIKELY(!local_seg_ok(qp, &iov[i], lneed)))
+				return DAT_DTO_ERR_LOCAL_PROTECTION;
+			total += iov[i].segment_length;
+		}
+	}
+	if (ZD_UNLIKELY(total > remote->segment_length || total > ZD_SHM_MAX_RDMA))
+		return DAT_DTO_ERR_LOCAL_LENGTH;
+	zd_shm_copy_begin(qp->remote);
+	st = rdma_remote(qp, write, n, iov, remote, total, done);
+	zd_shm_copy_end(qp->remote);
+	return st;
 }
 
 /* ---- send ---- */
@@ -580,6 +596,32 @@ static uint64_t apply_cmp_swap(uint64_t old, const void *arg, bool *store)
 	return x->swap;
 }
 
+/* exec_atomic's remote half, inside its copy marks: the target's state,
+ * its key, the atomic itself; the old value in *@old. */
+static int atomic_remote(struct zd_shm_qp *qp, DAT_DTOS op, const DAT_RMR_TRIPLET *remote,
+			 const struct zd_shm_ext_args *x, uint64_t *old)
+{
+	struct zd_soft_peer *p = qp->peer;
+	struct zd_soft_mr_view v;
+	int rc;
+
+	if (atomic_load_explicit(&qp->remote->error, memory_order_relaxed))
+		return DAT_DTO_ERR_FLUSHED;
+	if (!zd_shm_mr_read(zd_shm_peer_ia(p)->mr, remote->rmr_context, &v) ||
+	    !zd_soft_mr_allows(&v, remote->virtual_address, sizeof(*old),
+			       DAT_IB_MEM_PRIV_REMOTE_ATOMIC, qp->r_pz_id))
+		return DAT_DTO_ERR_REMOTE_ACCESS;
+	rc = zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock,
+				zd_soft_mr_chunk(&v, remote->virtual_address, sizeof(*old)),
+				remote->virtual_address,
+				op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP ? apply_cmp_swap : apply_fetch_add,
+				x, old);
+	if (rc != 0)
+		return rc == -EACCES ? DAT_DTO_ERR_REMOTE_ACCESS  /* no ptrace rights */
+				     : DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
+	return DAT_DTO_SUCCESS;
+}
+
 /*
  * Fetch-and-add, compare-and-swap on the target's 8-byte aligned word
  * (core checked the alignment and the segment sizes).  Checks as for RDMA,
@@ -595,27 +637,16 @@ static __attribute__((noinline)) int exec_atomic(struct zd_shm_qp *qp, DAT_DTOS 
 						 const DAT_RMR_TRIPLET *remote,
 						 const struct zd_shm_ext_args *x, uint64_t *done)
 {
-	struct zd_soft_peer *p = qp->peer;
-	struct zd_soft_mr_view v;
 	uint64_t old;
-	int rc;
+	int st;
 
 	if (!local_seg_ok(qp, local, DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
 		return DAT_DTO_ERR_LOCAL_PROTECTION;
-	if (atomic_load_explicit(&qp->remote->error, memory_order_relaxed))
-		return DAT_DTO_ERR_FLUSHED;
-	if (!zd_shm_mr_read(zd_shm_peer_ia(p)->mr, remote->rmr_context, &v) ||
-	    !zd_soft_mr_allows(&v, remote->virtual_address, sizeof(old),
-			       DAT_IB_MEM_PRIV_REMOTE_ATOMIC, qp->r_pz_id))
-		return DAT_DTO_ERR_REMOTE_ACCESS;
-	rc = zd_soft_peer_atomic(p, &zd_shm_peer_ia(p)->atomic_lock,
-				zd_soft_mr_chunk(&v, remote->virtual_address, sizeof(old)),
-				remote->virtual_address,
-				op == (DAT_DTOS)DAT_IB_DTO_CMP_SWAP ? apply_cmp_swap : apply_fetch_add,
-				x, &old);
-	if (rc != 0)
-		return rc == -EACCES ? DAT_DTO_ERR_REMOTE_ACCESS  /* no ptrace rights */
-				     : DAT_DTO_ERR_REMOTE_RESPONDER;  /* the peer is gone */
+	zd_shm_copy_begin(qp->remote);
+	st = atomic_remote(qp, op, remote, x, &old);
+	zd_shm_copy_end(qp->remote);
+	if (st != DAT_DTO_SUCCESS)
+		return st;
 	memcpy((void *)(uintptr_t)local->virtual_address, &old, sizeof(old));
 	*done = sizeof(old);
 	return DAT_DTO_SUCCESS;
@@ -866,34 +897,41 @@ static ZD_ALWAYS_INLINE DAT_RETURN post_rdma(struct zd_ep *ep, bool write, DAT_C
 					     DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_shm_qp *qp = ep->dev_priv;
+	struct zd_shm_qp_shared *r;
 	uint64_t len;
 	void *p;
 
 	if (ZD_UNLIKELY(!qp || n != 1))
 		goto any;
 	len = iov->segment_length;
+	r = qp->remote;
 	/* acquire (sq_head): as in post_request. */
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
 			atomic_load_explicit(&qp->sq_head, memory_order_acquire) ||
-			atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote ||
-			len - 1 >= ZD_SHM_MAX_RDMA || len > remote->segment_length ||
-			atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
+			atomic_load_explicit(&qp->error, memory_order_relaxed) || !r ||
+			len - 1 >= ZD_SHM_MAX_RDMA || len > remote->segment_length))
 		goto any;
+	zd_shm_copy_begin(r);
+	if (ZD_UNLIKELY(atomic_load_explicit(&r->error, memory_order_relaxed)))
+		goto unmark;
 	p = zd_soft_xlat_get(&qp->xlat, iov->lmr_context, iov->virtual_address,
 			     remote->rmr_context, remote->virtual_address, len,
 			     write ? ZD_SOFT_XLAT_WRITE : ZD_SOFT_XLAT_READ);
 	if (ZD_UNLIKELY(!p)) {
 		p = rdma_translate(qp, write, iov, remote, len);
 		if (ZD_UNLIKELY(!p))
-			goto any;
+			goto unmark;
 	}
 	if (write)
 		zd_soft_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
 	else
 		memcpy((void *)(uintptr_t)iov->virtual_address, p, len);
+	zd_shm_copy_end(r);
 	req_complete(qp, cookie, DAT_DTO_SUCCESS, len,
 		     write ? DAT_DTO_RDMA_WRITE : DAT_DTO_RDMA_READ, flags);
 	return DAT_SUCCESS;
+unmark:
+	zd_shm_copy_end(r);
 any:
 	return post_rdma_any(ep, write, n, iov, cookie, remote, flags);
 }
@@ -949,6 +987,7 @@ DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIP
 				      DAT_COMPLETION_FLAGS flags)
 {
 	struct zd_ep *ep = zd_obj_get(h, ZD_OBJ_EP);
+	struct zd_shm_qp_shared *r;
 	struct zd_shm_qp *qp;
 	uint64_t len;
 	void *p;
@@ -957,18 +996,28 @@ DAT_RETURN zd_shm_dat_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIP
 		goto full;
 	qp = ep->dev_priv;
 	len = iov->segment_length;
+	r = qp->remote;
 	/* acquire (sq_head): as in post_request. */
 	if (ZD_UNLIKELY(atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) !=
 			atomic_load_explicit(&qp->sq_head, memory_order_acquire) ||
-			atomic_load_explicit(&qp->error, memory_order_relaxed) || !qp->remote ||
-			len - 1 >= 16 || len > remote->segment_length ||
-			atomic_load_explicit(&qp->remote->error, memory_order_relaxed)))
+			atomic_load_explicit(&qp->error, memory_order_relaxed) || !r ||
+			len - 1 >= 16 || len > remote->segment_length))
 		goto full;
-	p = zd_soft_xlat_get(&qp->xlat, iov->lmr_context, iov->virtual_address,
-			     remote->rmr_context, remote->virtual_address, len, ZD_SOFT_XLAT_WRITE);
-	if (ZD_UNLIKELY(!p))
+	/* The copy inside its marks (zd_shm_copy.h); r found again through
+	 * ep at the end (the fences between make those loads): fewer
+	 * registers held across the hit. */
+	zd_shm_copy_begin(r);
+	p = atomic_load_explicit(&r->error, memory_order_relaxed)
+		    ? NULL
+		    : zd_soft_xlat_get(&qp->xlat, iov->lmr_context, iov->virtual_address,
+				       remote->rmr_context, remote->virtual_address, len,
+				       ZD_SOFT_XLAT_WRITE);
+	if (ZD_UNLIKELY(!p)) {
+		zd_shm_copy_end(((struct zd_shm_qp *)ep->dev_priv)->remote);
 		goto full;
+	}
 	zd_soft_copy_to_peer(p, (const void *)(uintptr_t)iov->virtual_address, len);
+	zd_shm_copy_end(((struct zd_shm_qp *)ep->dev_priv)->remote);
 	zd_count_ep_post_bytes(&ep->cnt, ZD_POST_WRITE, len);
 	if (flags & DAT_COMPLETION_SUPPRESS_FLAG)
 		return DAT_SUCCESS;

@@ -30,6 +30,7 @@
 #include "core/zd_srq.h"
 #include "evd/zd_evd.h"
 #include "hw/shm/zd_shm.h"
+#include "hw/shm/zd_shm_copy.h"
 #include "hw/shm/zd_shm_ud.h"
 
 static uint32_t pow2_at_least(uint64_t v, uint32_t min)
@@ -72,6 +73,7 @@ static void qp_region_init(struct zd_shm_qp *qp)
 	atomic_store(&own->comp_tail, 0);
 	atomic_store(&own->eager_tail, 0);
 	atomic_store(&own->holder, 0);
+	atomic_store(&own->copying, 0);
 	for (uint32_t i = 0; i < qp->rq_depth; i++)
 		atomic_store(&qp->rq[i].state, zd_shm_slot_word(0, 0, ZD_SHM_SLOT_FREE));
 	qp->msg_seen = 0;
@@ -134,6 +136,38 @@ void zd_shm_tags_free(struct zd_shm_ia *sia)
 		free(atomic_load(&sia->tag_leaf[i]));
 }
 
+/* Lists @qp in (or takes it out of) its IA's QPs, whose words its
+ * deregistrations look at (zd_shm_copy.h). */
+static void qp_list(struct zd_shm_qp *qp, bool add)
+{
+	struct zd_shm_ia *sia = qp->sia;
+
+	pthread_mutex_lock(&sia->lock);
+	if (add) {
+		qp->ia_next = sia->qps;
+		if (qp->ia_next)
+			qp->ia_next->ia_prev = &qp->ia_next;
+		qp->ia_prev = &sia->qps;
+		sia->qps = qp;
+	} else if (qp->ia_prev) {
+		*qp->ia_prev = qp->ia_next;
+		if (qp->ia_next)
+			qp->ia_next->ia_prev = qp->ia_prev;
+		qp->ia_prev = NULL;
+	}
+	pthread_mutex_unlock(&sia->lock);
+}
+
+/* After @qp's error was set (zd_shm_qp_flush): returns once no copy of
+ * its peer's that passed its checks before is under way, so that its
+ * region may be reset or freed and a later deregistration need not look
+ * at it; its peer's later posts see the error (zd_shm_copy.h). */
+static void qp_copies_wait(struct zd_shm_qp *qp)
+{
+	if (!qp->ud)
+		zd_shm_copies_wait(qp->sia, 0, qp);
+}
+
 DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 {
 	struct zd_shm_ia *sia = ep->obj.ia->dev_priv;
@@ -188,6 +222,7 @@ DAT_RETURN zd_shm_qp_create(struct zd_ep *ep)
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
 	if (qp_tag(qp) != 0)
 		goto err;
+	qp_list(qp, true);
 
 	qp->req_cq = ep->request_evd ? ep->request_evd->cq_priv : NULL;
 	if (qp->recv_cq && zd_shm_cq_attach(qp->recv_cq, qp, true) != 0)
@@ -206,6 +241,7 @@ err_recv:
 	if (qp->recv_cq)
 		zd_shm_cq_detach(qp->recv_cq, qp, true);
 err:
+	qp_list(qp, false);
 	pthread_mutex_lock(&qp_tag_ia(qp)->lock);
 	if (qp->tag && zd_shm_tag_qp(qp_tag_ia(qp), qp->tag, memory_order_relaxed) == qp)
 		zd_shm_tag_set(qp_tag_ia(qp), qp->tag, NULL, memory_order_relaxed);
@@ -475,6 +511,7 @@ DAT_RETURN zd_shm_qp_reset(struct zd_ep *ep)
 	atomic_store_explicit(&qp->last_wqe_due, 0, memory_order_relaxed);
 	zd_shm_qp_flush_recvs(qp, false);
 	zd_shm_qp_progress_sq(qp);
+	qp_copies_wait(qp);
 	qp_unmap_peer(qp);
 	qp_region_init(qp);
 	/* CQEs of the old connection may still come: they name the old tag
@@ -500,6 +537,8 @@ void zd_shm_qp_destroy(struct zd_ep *ep)
 	atomic_store_explicit(&qp->last_wqe_due, 0, memory_order_relaxed);
 	zd_shm_qp_flush(ep);
 	zd_shm_qp_progress_sq(qp);
+	qp_copies_wait(qp);
+	qp_list(qp, false);
 	/* After detach (an RCU grace period) no poller is inside this QP. */
 	if (qp->recv_cq)
 		zd_shm_cq_detach(qp->recv_cq, qp, true);
