@@ -267,6 +267,9 @@ struct zd_shm_ia {
 	 * producer stops itself (SIGSTOP) between claiming a CQ ring slot and
 	 * publishing it, for a test to kill it there. */
 	bool fault_claim_stop;
+	/* Test-only (ZDAPL_SHM_FAULT=unordered): the IA tells its peers its
+	 * process did not register for their membarrier (zd_shm_copy.h). */
+	bool fault_unordered;
 	/* Entries of each CQ ring (ZDAPL_SHM_CQ_RING, read at IA open; 0:
 	 * the EVD's length within [64, 4096]). */
 	uint32_t cq_ring_entries;

@@ -32,7 +32,8 @@ static void register_process(void)
 void zd_shm_copy_register(struct zd_shm_ia *sia)
 {
 	pthread_once(&register_once, register_process);
-	atomic_store_explicit(&sia->sh->copies_ordered, registered, memory_order_relaxed);
+	atomic_store_explicit(&sia->sh->copies_ordered, registered && !sia->fault_unordered,
+			      memory_order_relaxed);
 }
 
 static uint64_t now_ns(void)

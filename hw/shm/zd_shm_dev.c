@@ -44,8 +44,8 @@ static const struct zd_device_limits shm_limits = {
 };
 
 /* The environment's say: ZDAPL_SHM_CQ_RING=<entries> (a power of two,
- * 64..4194304) sizes every CQ ring; ZDAPL_SHM_FAULT=claim_stop is for
- * tests only (zd_shm.h). */
+ * 64..4194304) sizes every CQ ring; ZDAPL_SHM_FAULT=claim_stop or
+ * unordered is for tests only (zd_shm.h). */
 static void shm_ia_env(struct zd_shm_ia *sia)
 {
 	const char *e = getenv("ZDAPL_SHM_CQ_RING");
@@ -62,6 +62,7 @@ static void shm_ia_env(struct zd_shm_ia *sia)
 	}
 	e = getenv("ZDAPL_SHM_FAULT");
 	sia->fault_claim_stop = e && strcmp(e, "claim_stop") == 0;
+	sia->fault_unordered = e && strcmp(e, "unordered") == 0;
 }
 
 int zd_shm_region_alloc(struct zd_shm_ia *sia, size_t size, struct zd_soft_region *r)
