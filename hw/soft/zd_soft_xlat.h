@@ -22,10 +22,12 @@
  *    fails with DAT_DTO_ERR_REMOTE_ACCESS (DAT_DTO_ERR_LOCAL_PROTECTION for
  *    the local key) before a byte is stored;
  *  - a key invalidated while a write is under way (after its check, before
- *    its last store): the stores may land, as a NIC's DMA already issued
- *    when the key goes lands; the memory is still the target's (pool
- *    chunks and adoption windows stay mapped until the peer goes), never
- *    another process's.
+ *    its last store): the stores land, as a NIC's DMA already issued when
+ *    the key goes lands, and the deregistration waits for them before it
+ *    returns (the initiator marks the copy in the target's QP region:
+ *    hw/shm/zd_shm_copy.h); the memory is the target's (pool chunks and
+ *    adoption windows stay mapped until the peer goes), never another
+ *    process's.
  * The displacement stays right while the entry does: an entry names one
  * chunk slot for its life, and our mapping of that chunk (or of the
  * adoption window) stays until the peer goes.  Memory freed under a live
