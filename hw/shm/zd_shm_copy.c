@@ -4,8 +4,8 @@
  */
 #include <errno.h>
 #include <linux/membarrier.h>
-#include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,25 +13,19 @@
 #include "core/zd_log.h"
 #include "hw/shm/zd_shm_copy.h"
 
-static pthread_once_t register_once = PTHREAD_ONCE_INIT;
-static bool registered;      /* for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
-
 static long sys_membarrier(int cmd)
 {
 	return syscall(SYS_membarrier, cmd, 0, 0);
 }
 
-static void register_process(void)
-{
-	long mask = sys_membarrier(MEMBARRIER_CMD_QUERY);
-
-	registered = mask > 0 && (mask & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-		     sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
-}
-
 void zd_shm_copy_register(struct zd_shm_ia *sia)
 {
-	pthread_once(&register_once, register_process);
+	/* At every IA open, not once per process: idempotent (a syscall once
+	 * registered), and right in a fork() child too, whatever it kept. */
+	long mask = sys_membarrier(MEMBARRIER_CMD_QUERY);
+	bool registered = mask > 0 && (mask & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+			  sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+
 	atomic_store_explicit(&sia->sh->copies_ordered, registered && !sia->fault_unordered,
 			      memory_order_relaxed);
 }
@@ -51,6 +45,7 @@ static bool fence_peers(struct zd_shm_ia *sia)
 	bool expedited = true;
 
 	pthread_mutex_lock(&sia->lock);
+	/* relaxed: written at the peer's IA open, before it could connect. */
 	for (const struct zd_soft_peer *p = sia->peers; p; p = p->next)
 		expedited &= atomic_load_explicit(&zd_shm_peer_ia(p)->copies_ordered,
 						  memory_order_relaxed) != 0;
@@ -60,60 +55,80 @@ static bool fence_peers(struct zd_shm_ia *sia)
 	return sys_membarrier(MEMBARRIER_CMD_GLOBAL) == 0;
 }
 
-/* Copies seen under way in one scan; more wait for the next. */
-#define SCAN_MAX 32
-
 struct busy {
 	const _Atomic uint64_t *word;
 	uint64_t seen;
 	struct zd_soft_peer *peer;   /* counted; NULL: none mapped */
 };
 
-/* The matching QPs' words that show a copy under way, up to SCAN_MAX;
- * *@more when some were left for the next scan. */
-static unsigned scan(struct zd_shm_ia *sia, uint32_t pz_id, const struct zd_shm_qp *only,
-		     struct busy *b, bool *more)
+/* The words of the QPs that show a copy under way. */
+struct busy_set {
+	struct busy one, *v;         /* v: one, or an array of cap */
+	unsigned n, cap;
+};
+
+/* @qp's word into @s if it shows a copy under way (under the IA lock);
+ * false if there is no memory for it (then wait for those in @s, look
+ * again). */
+static bool busy_add(struct zd_shm_qp *qp, struct busy_set *s)
 {
-	unsigned n = 0;
+	/* acquire: pairs with zd_shm_copy_end's release store. */
+	uint64_t w = atomic_load_explicit(&qp->own->copying, memory_order_acquire);
+	struct busy *b;
 
-	*more = false;
-	pthread_mutex_lock(&sia->lock);
-	for (struct zd_shm_qp *qp = sia->qps; qp; qp = qp->ia_next) {
-		/* acquire: pairs with zd_shm_copy_end's release store. */
-		uint64_t w = atomic_load_explicit(&qp->own->copying, memory_order_acquire);
+	if (!(w & 1))
+		return true;
+	if (s->n == s->cap) {
+		unsigned cap = s->cap * 2;
+		struct busy *v = s->v == &s->one ? malloc(cap * sizeof(*v))
+						 : realloc(s->v, cap * sizeof(*v));
 
-		if ((only ? qp != only : qp->pz_id != pz_id) || !(w & 1))
-			continue;
-		if (n == SCAN_MAX) {
-			*more = true;
-			break;
-		}
-		/* qp->peer: read under the IA lock (qp_unmap_peer's put). */
-		b[n] = (struct busy){ &qp->own->copying, w,
-				      __atomic_load_n(&qp->peer, __ATOMIC_RELAXED) };
-		if (b[n].peer)
-			b[n].peer->refs++;
-		n++;
+		if (!v)
+			return false;
+		if (s->v == &s->one)
+			v[0] = s->one;
+		s->v = v;
+		s->cap = cap;
 	}
-	pthread_mutex_unlock(&sia->lock);
-	return n;
+	b = &s->v[s->n++];
+	/* qp->peer: read under the IA lock (qp_unmap_peer's put). */
+	*b = (struct busy){ &qp->own->copying, w, __atomic_load_n(&qp->peer, __ATOMIC_RELAXED) };
+	if (b->peer)
+		b->peer->refs++;
+	return true;
 }
 
-void zd_shm_copies_wait(struct zd_shm_ia *sia, uint32_t pz_id, const struct zd_shm_qp *only)
+/* The words of @only (or of the IA's QPs in PZ @pz_id: only those pass a
+ * check against the MR) that show a copy under way, into @s; false if
+ * some were left for another scan. */
+static bool scan(struct zd_shm_ia *sia, uint32_t pz_id, struct zd_shm_qp *only,
+		 struct busy_set *s)
+{
+	bool all = true;
+
+	pthread_mutex_lock(&sia->lock);
+	if (only)
+		all = busy_add(only, s);
+	for (struct zd_shm_qp *qp = only ? NULL : sia->qps; qp && all; qp = qp->ia_next)
+		if (qp->pz_id == pz_id)
+			all = busy_add(qp, s);
+	pthread_mutex_unlock(&sia->lock);
+	return all;
+}
+
+void zd_shm_copies_wait(struct zd_shm_ia *sia, uint32_t pz_id, struct zd_shm_qp *only)
 {
 	static _Atomic bool no_membarrier_said;
-	struct busy b[SCAN_MAX];
 	uint64_t deadline = 0;
-	bool more, said = false;
-	unsigned n;
+	bool all, said = false;
 
 	/* No peer attached: none can hold a check that passed (a peer that
 	 * connects later learns of us after this, through our accept or
 	 * connect, which attach it under the lock we took to clear). */
 	pthread_mutex_lock(&sia->lock);
-	more = sia->peers != NULL;
+	all = sia->peers == NULL;
 	pthread_mutex_unlock(&sia->lock);
-	if (!more)
+	if (all)
 		return;
 	if (!fence_peers(sia)) {
 		if (!atomic_exchange_explicit(&no_membarrier_said, true, memory_order_relaxed))
@@ -124,28 +139,31 @@ void zd_shm_copies_wait(struct zd_shm_ia *sia, uint32_t pz_id, const struct zd_s
 		nanosleep(&(struct timespec){ 0, ZD_SHM_COPY_SETTLE_NS }, NULL);
 	}
 	do {
-		n = scan(sia, pz_id, only, b, &more);
-		for (unsigned i = 0; i < n; i++) {
-			/* acquire: as in scan. */
-			while (atomic_load_explicit(b[i].word, memory_order_acquire) == b[i].seen &&
-			       !(b[i].peer && zd_shm_peer_dead(b[i].peer))) {
+		struct busy_set s = { .v = &s.one, .cap = 1 };
+
+		all = scan(sia, pz_id, only, &s);
+		for (unsigned i = 0; i < s.n; i++) {
+			struct busy *b = &s.v[i];
+
+			/* acquire: as in busy_add. */
+			while (!said &&
+			       atomic_load_explicit(b->word, memory_order_acquire) == b->seen &&
+			       !(b->peer && zd_shm_peer_dead(b->peer))) {
 				if (!deadline)
 					deadline = now_ns() + ZD_SHM_COPY_WAIT_NS;
 				if (now_ns() > deadline) {
-					if (!said)
-						zd_log_error("shm: a peer still copies to or from "
-							     "memory deregistered (or a QP freed) "
-							     "after %llu ms (a stopped peer?): "
-							     "going on",
-							     ZD_SHM_COPY_WAIT_NS / 1000000);
+					zd_log_error("shm: a peer still copies to or from memory "
+						     "deregistered (or a QP freed) after %llu ms "
+						     "(a stopped peer?): going on",
+						     ZD_SHM_COPY_WAIT_NS / 1000000);
 					said = true;
-					break;
 				}
 				sched_yield();
 			}
+			if (b->peer)
+				zd_shm_peer_put(sia, b->peer);
 		}
-		for (unsigned i = 0; i < n; i++)
-			if (b[i].peer)
-				zd_shm_peer_put(sia, b[i].peer);
-	} while (more && !said);
+		if (s.v != &s.one)
+			free(s.v);
+	} while (!all && !said);
 }

@@ -81,8 +81,8 @@ static ZD_ALWAYS_INLINE void zd_shm_copy_end(struct zd_shm_qp_shared *r)
 /* Without membarrier: how long a mark may take to show (see above). */
 #define ZD_SHM_COPY_SETTLE_NS (1000 * 1000)
 
-/* Registers this process for the owners' membarrier (once; at every IA
- * open) and tells the IA's peers whether it did (copies_ordered). */
+/* Registers this process for the owners' membarrier (at every IA open)
+ * and tells the IA's peers whether it did (copies_ordered). */
 void zd_shm_copy_register(struct zd_shm_ia *sia);
 
 /*
@@ -94,6 +94,6 @@ void zd_shm_copy_register(struct zd_shm_ia *sia);
  * only where a copy is under way (at most ZD_SHM_COPY_WAIT_NS, skipping
  * peers that died).  Not under sia->lock.
  */
-void zd_shm_copies_wait(struct zd_shm_ia *sia, uint32_t pz_id, const struct zd_shm_qp *only);
+void zd_shm_copies_wait(struct zd_shm_ia *sia, uint32_t pz_id, struct zd_shm_qp *only);
 
 #endif /* ZD_SHM_COPY_H */

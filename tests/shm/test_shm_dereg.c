@@ -8,7 +8,7 @@
  * by one segment (the post's own path) and by two (the general path), and
  * into malloc'd memory (through our adoption window; its release copies
  * the pages back and takes as long as the copy: that case held before);
- * with the peer unregistered for membarrier, or membarrier refused to
+ * by three peers at once; with the peer unregistered for membarrier, or membarrier refused to
  * both (seccomp); and with the
  * peer stopped mid-copy (the free gives up after its bound, and says so)
  * or killed there (the free does not wait for the dead).
@@ -35,7 +35,7 @@ enum { BIG = 32 << 20, PAGE = 4096 };
 /* The case: where the write lands, who may not use membarrier, what
  * happens to the peer mid-copy. */
 enum { IN_POOL = 0, IN_HEAP = 1, TWO_SEGMENTS = 2, WHERE = 3 };
-enum { PEER_UNORDERED = 4, PEER_STOPPED = 8, PEER_KILLED = 16 };
+enum { PEER_UNORDERED = 4, PEER_STOPPED = 8, PEER_KILLED = 16, THREE_WRITERS = 32 };
 
 struct info {
 	char blob[ZD_QP_BLOB_MAX];
@@ -161,12 +161,14 @@ static bool log_end(int fd, int saved, const char *what)
 
 static void dereg_in_flight(int how)
 {
+	enum { MAXW = 3 };
+	const int nw = how & THREE_WRITERS ? MAXW : 1;
 	struct side A;
 	struct info me = { 0 }, peer;
-	int rd, wr, status, log = -1, saved = -1;
-	pid_t pid = t_fork_peer(writer, how, &rd, &wr);
+	int rd[MAXW], wr[MAXW], status, log = -1, saved = -1;
+	pid_t pid[MAXW];
 	bool heap = (how & WHERE) == IN_HEAP;
-	uint8_t *dst = heap ? aligned_alloc(PAGE, BIG) : zdapl_mem_alloc(BIG);
+	uint8_t *dst;
 	DAT_LMR_HANDLE lmr;
 	DAT_LMR_CONTEXT k;
 	DAT_EP_HANDLE ep;
@@ -174,29 +176,35 @@ static void dereg_in_flight(int how)
 	size_t late = 0, first_late = 0, left = 0;
 	char c;
 
+	for (int w = 0; w < nw; w++)
+		pid[w] = t_fork_peer(writer, how, &rd[w], &wr[w]);
+	dst = heap ? aligned_alloc(PAGE, BIG) : zdapl_mem_alloc(BIG);
 	cr_assert(dst);
 	memset(dst, 0, BIG);
 	t_open(&A);
-	ep = t_ep(&A, NULL);
 	lmr = t_reg(&A, NULL, dst, BIG, DAT_MEM_PRIV_ALL_FLAG, &k);
-	me.blob_len = t_blob(ep, me.blob);
 	me.addr = (uintptr_t)dst;
 	me.key = k;
-	cr_assert_eq(t_pipe_write(wr, &me, sizeof(me)), 0);
-	cr_assert_eq(t_pipe_read(rd, &peer, sizeof(peer)), 0, "peer died during setup");
-	t_accept_blob(ep, peer.blob, peer.blob_len);
-	cr_assert_eq(t_pipe_write(wr, "g", 1), 0);
+	for (int w = 0; w < nw; w++) {
+		ep = t_ep(&A, NULL);
+		me.blob_len = t_blob(ep, me.blob);
+		cr_assert_eq(t_pipe_write(wr[w], &me, sizeof(me)), 0);
+		cr_assert_eq(t_pipe_read(rd[w], &peer, sizeof(peer)), 0, "peer died during setup");
+		t_accept_blob(ep, peer.blob, peer.blob_len);
+	}
+	for (int w = 0; w < nw; w++)
+		cr_assert_eq(t_pipe_write(wr[w], "g", 1), 0);
 
 	/* The write is halfway (whichever way its copy runs). */
 	end = now_ms() + 10000;
 	while (!__atomic_load_n(&dst[BIG / 2], __ATOMIC_RELAXED))
 		cr_assert(now_ms() < end, "the write never started");
 	if (how & (PEER_STOPPED | PEER_KILLED)) {
-		kill(pid, how & PEER_STOPPED ? SIGSTOP : SIGKILL);
+		kill(pid[0], how & PEER_STOPPED ? SIGSTOP : SIGKILL);
 		if (how & PEER_KILLED)
-			cr_assert_eq(waitpid(pid, &status, 0), pid);
+			cr_assert_eq(waitpid(pid[0], &status, 0), pid[0]);
 		else
-			cr_assert_eq(waitpid(pid, &status, WUNTRACED), pid);
+			cr_assert_eq(waitpid(pid[0], &status, WUNTRACED), pid[0]);
 		left = unwritten(dst);
 		log = log_begin(&saved);
 	}
@@ -213,7 +221,7 @@ static void dereg_in_flight(int how)
 		else
 			cr_log_warn("the peer was stopped after its copy: nothing to wait for");
 		if (how & PEER_STOPPED)
-			kill(pid, SIGCONT);
+			kill(pid[0], SIGCONT);
 	}
 
 	/* Ours again: a mark in every page at once (long before a copy of
@@ -236,13 +244,13 @@ static void dereg_in_flight(int how)
 		cr_assert_eq(late, 0, "%zu lines written after dat_lmr_free returned (first at %zu)",
 			     late, first_late);
 
-	if (!(how & PEER_KILLED)) {
-		cr_assert_eq(t_pipe_read(rd, &c, 1), 0, "the writer died");
+	for (int w = how & PEER_KILLED ? 1 : 0; w < nw; w++) {
+		cr_assert_eq(t_pipe_read(rd[w], &c, 1), 0, "writer %d died", w);
 		cr_assert(c == 's' || c == 'e');
-		cr_assert_eq(t_pipe_write(wr, "q", 1), 0);
-		cr_assert_eq(waitpid(pid, &status, 0), pid);
-		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer status 0x%x",
-			  status);
+		cr_assert_eq(t_pipe_write(wr[w], "q", 1), 0);
+		cr_assert_eq(waitpid(pid[w], &status, 0), pid[w]);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d status 0x%x",
+			  w, status);
 	}
 	t_close(&A);
 	if (heap)
@@ -264,6 +272,12 @@ Test(shm_dereg, no_byte_lands_after_free_heap)
 Test(shm_dereg, no_byte_lands_after_free_two_segments)
 {
 	dereg_in_flight(TWO_SEGMENTS);
+}
+
+/* Three peers write at once: the free waits for each of them. */
+Test(shm_dereg, three_writers)
+{
+	dereg_in_flight(IN_POOL | THREE_WRITERS);
 }
 
 /* The peer's process did not register for membarrier (ZDAPL_SHM_FAULT,
