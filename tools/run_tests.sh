@@ -46,7 +46,12 @@ rc1=$?
 count build/meson-logs/testlog.json
 
 step "build with ASan+UBSan (build-asan/)"
-configure build-asan $werror -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+# build/'s private jemalloc serves both sanitizer builds (mem/jemalloc:
+# the same compiler and flags; sanitizers never reach it).
+jereuse="-Djemalloc_reuse=build"
+jesrc=$(ls -d "$PWD"/build/mem/jemalloc/work/src/jemalloc-*/ 2>/dev/null | head -n 1)
+configure build-asan $werror -Db_sanitize=address,undefined -Db_lundef=false $jereuse \
+	${jesrc:+-Djemalloc_src=$jesrc} || exit 1
 meson compile -C build-asan || exit 1
 step "unit and core suites under ASan+UBSan"
 # The interop suite runs uninstrumented Debian binaries; it ran above, as
@@ -59,9 +64,7 @@ count build-asan/meson-logs/testlog.json
 step "build with ThreadSanitizer (build-tsan/)"
 # Only the library and the plain stress programs (tests/tsan, evd_stress):
 # Criterion cannot run under TSan.  Any report fails its test (exit 66).
-# The jemalloc source build/ fetched serves here too (no second apt-get source).
-jesrc=$(ls -d "$PWD"/build/mem/jemalloc/work/src/jemalloc-*/ 2>/dev/null | head -n 1)
-configure build-tsan $werror -Db_sanitize=thread ${jesrc:+-Djemalloc_src=$jesrc} || exit 1
+configure build-tsan $werror -Db_sanitize=thread $jereuse ${jesrc:+-Djemalloc_src=$jesrc} || exit 1
 meson compile -C build-tsan || exit 1
 step "stress programs under ThreadSanitizer"
 meson test -C build-tsan --print-errorlogs --suite tsan --suite evd

@@ -2,6 +2,7 @@
 # Build zdapl's private static jemalloc (see mem/jemalloc/meson.build).
 #
 #   build.sh <workdir> <jemalloc source tree or ''> <out archive> <out header>
+#            [another build's workdir to copy a finished archive from]
 #
 # Debian's libjemalloc.so.2 uses initial-exec TLS, so a library linking it
 # cannot be dlopened by libdat2.  We build Debian's jemalloc source package as
@@ -15,6 +16,7 @@ work=$1
 src=${2:-}
 out_a=$3
 out_h=$4
+reuse=${5:-}
 
 CC=${CC:-cc}
 MAKE=${MAKE:-make}
@@ -68,6 +70,20 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
    [ -f "$obj/include/jemalloc/jemalloc.h" ]; then
 	cp "$obj/lib/libjemalloc_pic.a" "$out_a"
 	cp "$obj/include/jemalloc/jemalloc.h" "$out_h"
+	exit 0
+fi
+
+# Another build's archive, built by the same compiler with the same flags
+# and options (its stamp says so, whatever source tree it came from): the
+# sanitizer builds take build/'s instead of configuring and compiling the
+# same code again (sanitizer flags never reach jemalloc: CC is the bare
+# compiler).
+if [ -n "$reuse" ] && [ -f "$reuse/stamp" ] &&
+   [ "${want#*|}" = "$(sed 's/^[^|]*|//' "$reuse/stamp")" ] &&
+   [ -f "$reuse/obj/lib/libjemalloc_pic.a" ] &&
+   [ -f "$reuse/obj/include/jemalloc/jemalloc.h" ]; then
+	cp "$reuse/obj/lib/libjemalloc_pic.a" "$out_a"
+	cp "$reuse/obj/include/jemalloc/jemalloc.h" "$out_h"
 	exit 0
 fi
 
