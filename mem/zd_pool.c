@@ -22,8 +22,6 @@
 #include <jemalloc/jemalloc.h>
 #include <zdapl/zdapl.h>
 
-#include "core/zd_log.h"
-
 #define ZD_POOL_HUGEPAGE      ((size_t)2 << 20)
 #define ZD_POOL_CHUNK_DEFAULT ((size_t)64 << 20)
 
@@ -59,11 +57,6 @@ static struct {
 	/* The consumer's calls, counted for dat_ib_query_counters: relaxed
 	 * atomics, any thread (not a hot-path allocator: zdapl.h). */
 	_Atomic uint64_t allocs, alloc_bytes, frees;
-	/* This process is a fork() child: the chunks stayed with the parent
-	 * (MADV_DONTFORK, zd_chunk.h), and with them the arenas' memory and
-	 * perhaps their metadata: the pool neither allocates nor frees here
-	 * (registered memory is not inherited, as on IB with ibv_fork_init). */
-	volatile bool forked;
 } zd_pool = {
 	.once = PTHREAD_ONCE_INIT,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -352,22 +345,8 @@ err:
 	zd_pool.err = rc > 0 ? -rc : -EAGAIN;
 }
 
-static void pool_atfork_child(void)
-{
-	zd_pool.forked = true;
-}
-
-/* From the start: a fork before the pool's first use leaves a child whose
- * inherited pool (if the parent had used it) is not its own either. */
-__attribute__((constructor)) static void pool_register_atfork(void)
-{
-	pthread_atfork(NULL, NULL, pool_atfork_child);
-}
-
 int zd_pool_init(void)
 {
-	if (__builtin_expect(zd_pool.forked, 0))
-		return -ECHILD;
 	pthread_once(&zd_pool.once, zd_pool_do_init);
 	return zd_pool.err;
 }
@@ -391,7 +370,7 @@ void *zd_pool_alloc(size_t size, size_t align)
 
 void zd_pool_free(void *p)
 {
-	if (p && !zd_pool.forked)
+	if (p)
 		zd_je_dallocx(p, zd_pool_tcache());
 }
 
@@ -414,7 +393,7 @@ void *zd_pool_queue_alloc(size_t size, size_t align)
 
 void zd_pool_queue_free(void *p)
 {
-	if (p && !zd_pool.forked)
+	if (p)
 		zd_je_dallocx(p, MALLOCX_TCACHE_NONE);
 }
 
@@ -456,13 +435,6 @@ void *zdapl_mem_alloc_aligned(size_t size, size_t align)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (zd_pool.forked) {
-		zd_log_rate_limited("zdapl_mem_alloc in a fork() child: the registered pool stays "
-				    "with the parent (its memory is not inherited, as registered "
-				    "memory on IB): NULL");
-		errno = ENOMEM;
-		return NULL;
-	}
 	p = zd_pool_alloc(size, align);
 	if (!p) {
 		errno = ENOMEM;
@@ -475,8 +447,6 @@ void *zdapl_mem_alloc_aligned(size_t size, size_t align)
 
 void *zdapl_mem_alloc(size_t size)
 {
-	if (zd_pool.forked)
-		return zdapl_mem_alloc_aligned(size, ZD_POOL_MIN_ALIGN);  /* says why */
 	if (zd_pool_init()) {
 		errno = ENOMEM;
 		return NULL;
@@ -491,8 +461,8 @@ void zdapl_mem_free(void *p)
 	struct zd_chunk_ref c;
 	unsigned n;
 
-	if (!p || zd_pool.forked)
-		return;   /* (a child: the parent's memory is not here) */
+	if (!p)
+		return;
 	/* Every pool allocation is cache-line aligned and inside a pool chunk;
 	 * anything else would corrupt jemalloc (or crash it): refuse. */
 	if (!((uintptr_t)p & (ZD_POOL_MIN_ALIGN - 1)) && zd_pool_lookup(p, 1, &c)) {

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jemalloc/jemalloc.h>
@@ -436,41 +435,4 @@ Test(pool, threads, .timeout = 120)
 	cr_assert_not_null(b);
 	blk_free(b);
 	cr_assert_eq(atomic_load(&thread_errors), 0);
-}
-
-/* fork(): the pool's chunks stay with the parent (MADV_DONTFORK), so a
- * child's zdapl_mem_alloc returns NULL (with a line) instead of memory
- * that is not there, and its zdapl_mem_free of the parent's is a no-op;
- * the parent's pool goes on. */
-Test(pool, fork_child_has_no_pool)
-{
-	size_t big = 32 * MiB;
-	char *p = zdapl_mem_alloc(big), *q;
-	pid_t pid;
-	int st;
-
-	cr_assert_not_null(p);
-	memset(p, 1, big);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		char *c = zdapl_mem_alloc(big);
-
-		if (c) {
-			memset(c, 2, big);   /* (died here before) */
-			_exit(2);
-		}
-		if (errno != ENOMEM)
-			_exit(3);
-		zdapl_mem_free(p);
-		_exit(zdapl_mem_alloc_aligned(64, 64) ? 4 : 0);
-	}
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %#x", st);
-	q = zdapl_mem_alloc(big);
-	cr_assert_not_null(q);
-	memset(q, 3, big);
-	cr_assert_eq(p[big - 1], 1);
-	zdapl_mem_free(q);
-	zdapl_mem_free(p);
 }
