@@ -71,7 +71,18 @@ static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t p
 	return work;
 }
 
-static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Flushes the receives of @qp (in ERR) in order: each claimed and decided
+ * here (zd_ms_recv_decide), then its FLUSH CQE.  A claim of the peer's
+ * engine still undecided waits for it, ZD_MS_RECV_STUCK_NS at most. */
+static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_ms_qpe *e)
 {
 	bool work = false;
 
@@ -80,14 +91,32 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp)
 	for (;;) {
 		volatile __be32 *db = zd_ms_own_qbuf(nic, qp->db_chunk, qp->db_off);
 		uint32_t c = atomic_load(&qp->rq_ci), posted = be32toh(zd_dev_load(&db[MLX5_RCV_DBR])) & 0xffff;
+		uint64_t done = atomic_load(&qp->rq_done);
+		struct zd_ms_recv rc = { .claim = (uint32_t)done };
 		struct mlx5_cqe64 cqe;
 
-		if (((posted - c) & 0xffff) == 0 || ((posted - c) & 0xffff) > qp->rq_wqe_cnt)
-			return work;
-		if (!atomic_compare_exchange_strong(&qp->rq_ci, &c, c + 1))
-			continue;
-		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn, (uint16_t)c,
-			      0);
+		if (rc.claim != c) {
+			/* The peer's engine has the receive at rq_done. */
+			uint64_t t = now_ns();
+
+			if (!e->rq_stuck_since || e->rq_stuck != rc.claim) {
+				e->rq_stuck = rc.claim;
+				e->rq_stuck_since = t;
+				return work;
+			}
+			if (t - e->rq_stuck_since < ZD_MS_RECV_STUCK_NS)
+				return work;
+		} else {
+			if (((posted - c) & 0xffff) == 0 || ((posted - c) & 0xffff) > qp->rq_wqe_cnt)
+				return work;
+			if (!atomic_compare_exchange_strong(&qp->rq_ci, &c, c + 1))
+				continue;
+		}
+		e->rq_stuck_since = 0;
+		if (!zd_ms_recv_decide(qp, qp->qpn, &rc))
+			continue;   /* its writer decided it meanwhile */
+		zd_ms_cqe_err(&cqe, true, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, 0, qp->qpn,
+			      (uint16_t)rc.claim, 0);
 		zd_ms_cq_write(&nic->self, qp->rcqn, &cqe, false);
 		work = true;
 	}
@@ -185,7 +214,7 @@ static bool qp_pass(struct zd_mlx5sim_nic *nic, uint32_t i)
 	if (st == ZD_MLX5SIM_QPS_ERR || st == ZD_MLX5SIM_QPS_SQE)
 		work |= sq_flush(nic, qp, pi);
 	if (st == ZD_MLX5SIM_QPS_ERR)
-		work |= rq_flush(nic, qp);
+		work |= rq_flush(nic, qp, e);
 	zd_ms_bf_resolve(nic, qp, e, false);
 	return work;
 }

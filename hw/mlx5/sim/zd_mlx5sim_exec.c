@@ -79,8 +79,21 @@ int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_r
 	rc->wqe = rq + (uint64_t)(c & (pq->rq_wqe_cnt - 1)) * pq->rq_stride;
 	rc->nseg = pq->rq_stride / 16;
 	rc->counter = (uint16_t)c;
+	rc->claim = c;
 	rc->srqn = 0;
 	return ZD_MS_OK;
+}
+
+bool zd_ms_recv_decide(struct zd_ms_qp *pq, uint32_t qpn, const struct zd_ms_recv *rc)
+{
+	uint64_t want = (uint64_t)qpn << 32 | rc->claim;
+
+	if (rc->srqn || pq->type != ZD_MLX5SIM_QPT_RC)
+		return true;
+	/* relaxed: the CQE written after carries its own release. */
+	return atomic_compare_exchange_strong_explicit(&pq->rq_done, &want,
+						       (uint64_t)qpn << 32 | (uint32_t)(rc->claim + 1),
+						       memory_order_relaxed, memory_order_relaxed);
 }
 
 uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_pins *pins,
@@ -181,8 +194,9 @@ static struct zd_ms_result fail(uint8_t syndrome, bool peer_err)
 				      .peer_err = peer_err };
 }
 
-/* Responder error on a claimed receive: its error CQE, then the QP errs. */
-static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq,
+/* Responder error on a claimed receive of QP @qpn: its error CQE, then
+ * the QP errs. */
+static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq, uint32_t qpn,
 		       const struct zd_ms_recv *rc, uint8_t syndrome, uint8_t opcode)
 {
 	struct mlx5_cqe64 c;
@@ -191,7 +205,8 @@ static void resp_error(struct zd_soft_peer *p, struct zd_ms_qp *pq,
 	/* The error CQE before the state: once the responder's own engine
 	 * sees ERR it flushes the later receives, and their CQEs must not
 	 * overtake this one. */
-	zd_ms_cq_write(p, pq->rcqn, &c, false);
+	if (zd_ms_recv_decide(pq, qpn, rc))
+		zd_ms_cq_write(p, pq->rcqn, &c, false);
 	zd_ms_qp_set_err(pq);
 }
 
@@ -210,6 +225,9 @@ static void resp_cqe(struct zd_ms_wqe *x, struct zd_ms_qp *pq, const struct zd_m
 	c.sop_drop_qpn = htobe32(pq->qpn & 0xffffff);
 	c.wqe_counter = htobe16(rc->counter);
 	c.op_own = (uint8_t)(op << 4 | (se ? 2 : 0));
+	/* Decided by its QP's flush meanwhile (we were stopped): no CQE. */
+	if (!zd_ms_recv_decide(pq, atomic_load(&x->qp->peer_qpn), rc))
+		return;
 	/* A responder CQ that overran takes the responder QP down with it. */
 	if (!zd_ms_cq_write(p, pq->rcqn, &c, se))
 		zd_ms_qp_set_err(pq);
@@ -237,14 +255,14 @@ static struct zd_ms_result do_send(struct zd_ms_wqe *x)
 		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, true);
 	syn = zd_ms_recv_scatter(x->e->peer, pq, &x->pins, &rc, total, r, &nr);
 	if (syn) {
-		resp_error(x->e->peer, pq, &rc, syn, x->opcode);
+		resp_error(x->e->peer, pq, atomic_load(&x->qp->peer_qpn), &rc, syn, x->opcode);
 		return fail(syn == MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR ?
 				    MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR :
 				    MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
 			    false);
 	}
 	if (zd_soft_peer_copy(x->e->peer, true, l, n, r, nr) != 0) {
-		resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, x->opcode);
+		resp_error(x->e->peer, pq, atomic_load(&x->qp->peer_qpn), &rc, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, x->opcode);
 		return fail(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, false);
 	}
 	resp_cqe(x, pq, &rc, x->opcode == MLX5_OPCODE_SEND_IMM ? MLX5_CQE_RESP_SEND_IMM :
@@ -291,7 +309,7 @@ static struct zd_ms_result do_rdma(struct zd_ms_wqe *x)
 	if (zd_soft_peer_copy(x->e->peer, write, l, n, &r, 1) != 0) {
 		/* The receive was taken: it completes in error, as the QP. */
 		if (x->opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
-			resp_error(x->e->peer, pq, &rc, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+			resp_error(x->e->peer, pq, atomic_load(&x->qp->peer_qpn), &rc, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
 				   x->opcode);
 		return fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, true);
 	}

@@ -287,6 +287,7 @@ int zd_mlx5sim_qp_create(struct zd_mlx5sim_nic *nic, const struct zd_mlx5sim_qp_
 		memset((char *)qp + sizeof(qp->state), 0, sizeof(*qp) - sizeof(qp->state));
 		memset(e, 0, sizeof(*e));
 		qp->qpn = zd_ms_qpn_next(prev_qpn, i);
+		atomic_store(&qp->rq_done, (uint64_t)qp->qpn << 32);
 		qp->pdn = attr->pdn;
 		qp->scqn = attr->send_cqn;
 		qp->rcqn = attr->recv_cqn;
@@ -419,6 +420,7 @@ static void qp_reset_locked(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp,
 	atomic_store(&qp->peer_uid, 0);
 	atomic_store(&qp->peer_qpn, 0);
 	atomic_store(&qp->rq_ci, 0);
+	atomic_store(&qp->rq_done, (uint64_t)qp->qpn << 32);
 	atomic_store(&qp->sq_ci, 0);
 	zd_dev_store(&db[MLX5_SND_DBR], 0);
 	zd_dev_store(&db[MLX5_RCV_DBR], 0);

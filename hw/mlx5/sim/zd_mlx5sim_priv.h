@@ -151,6 +151,9 @@ struct zd_ms_qp {
 	_Atomic uint64_t peer_uid;
 	_Atomic uint32_t peer_qpn;
 	alignas(ZD_CACHE_LINE) _Atomic uint32_t rq_ci;    /* receives claimed (CAS) */
+	/* QPN << 32 | receives decided (zd_ms_recv_decide): an RC QP's
+	 * receive is claimed, then decided by whoever writes its CQE */
+	_Atomic uint64_t rq_done;
 	_Atomic uint32_t sq_ci;                          /* BBs executed (engine) */
 	_Atomic uint32_t out_of_buffer;  /* UD: datagrams that found no receive */
 } ZD_CACHE_ALIGNED;
@@ -240,6 +243,8 @@ struct zd_ms_shadow {
 struct zd_ms_qpe {
 	struct zd_soft_peer *peer;
 	uint32_t peer_idx;
+	uint32_t rq_stuck;                 /* a claim undecided, seen by rq_flush */
+	uint64_t rq_stuck_since;           /* since when (0: none) */
 	bool rnr;                          /* head WQE waits for a receive */
 	uint64_t bf_last[2];               /* first 8 bytes last seen in each half */
 	bool bf_pending[2];
@@ -430,6 +435,7 @@ struct zd_ms_recv {
 	const uint8_t *wqe;          /* first data segment */
 	uint32_t nseg;
 	uint16_t counter;            /* wqe_counter of the responder CQE */
+	uint32_t claim;              /* the QP's rq_ci it took (RQ, not SRQ) */
 	uint32_t srqn;
 };
 
@@ -466,6 +472,20 @@ void zd_ms_qp_set_err(struct zd_ms_qp *qp);
  * segments of x from off to its end into local iovecs, checking each data
  * segment against our MR table (need: access bits). */
 int zd_ms_recv_claim(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_recv *rc);
+/*
+ * A receive of an RC QP's own queue is claimed (rq_ci) by the one engine
+ * that executes its peer's sends, or by its own engine's flush; whoever
+ * writes its CQE decides it first (rq_done moves from claim to claim + 1,
+ * QPN in the high half so a writer of a QP since destroyed decides
+ * nothing).  A claim nobody decides for ZD_MS_RECV_STUCK_NS while its QP is
+ * in error (the peer process that claimed it was killed or stopped
+ * mid-message) is decided by the flush, FLUSHED; a writer that comes back
+ * after that finds its claim decided and writes no CQE.  So each receive
+ * completes exactly once, and a dead peer cannot leave one that never
+ * completes.  SRQ and UD receives (many writers) are not tracked: true.
+ */
+#define ZD_MS_RECV_STUCK_NS (2000ull * 1000 * 1000)
+bool zd_ms_recv_decide(struct zd_ms_qp *pq, uint32_t qpn, const struct zd_ms_recv *rc);
 uint8_t zd_ms_recv_scatter(struct zd_soft_peer *p, struct zd_ms_qp *pq, struct zd_ms_pins *pins,
 			   const struct zd_ms_recv *rc, uint64_t need, struct zd_soft_seg *r,
 			   int *nr);
