@@ -29,6 +29,25 @@ static uint64_t new_uid(void)
 	       atomic_fetch_add(&ctr, 1);
 }
 
+/* The engine's per-QP state, 2.7 KB a slot (BlueFlame shadows): tens of
+ * MB for a full table, of which only slots QPs used are ever touched.
+ * mmap, not calloc: an allocator may fill what it hands out (glibc with
+ * MALLOC_PERTURB_, as meson's tests run) and 1,000 IAs would then commit
+ * 44 GB. */
+static struct zd_ms_qpe *qpe_table_new(uint32_t n)
+{
+	void *p = mmap(NULL, (size_t)n * sizeof(struct zd_ms_qpe), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void qpe_table_free(struct zd_ms_qpe *t, uint32_t n)
+{
+	if (t)
+		munmap(t, (size_t)n * sizeof(*t));
+}
+
 /* ---- page arena (queue memory) ---- */
 
 int64_t zd_ms_arena_alloc(struct zd_mlx5sim_nic *nic, uint64_t bytes)
@@ -121,7 +140,8 @@ int zd_mlx5sim_nic_open(const struct zd_mlx5sim_nic_attr *attr, struct zd_mlx5si
 	sh->arena_off = arena_off;
 	sh->arena_pages = (uint32_t)((size - arena_off) / ZD_MS_PAGE);
 	nic->pages = calloc(sh->arena_pages, 1);
-	nic->qpe = calloc(a.max_qp, sizeof(*nic->qpe));
+	nic->qpe = qpe_table_new(a.max_qp);
+	nic->qpe_n = a.max_qp;
 	nic->cq_user = calloc(a.max_cq, sizeof(*nic->cq_user));
 	nic->cq_watch = calloc(a.max_cq, sizeof(*nic->cq_watch));
 	if (!nic->pages || !nic->qpe || !nic->cq_user || !nic->cq_watch) {
@@ -151,7 +171,7 @@ err_mutex:
 	pthread_mutex_destroy(&nic->chunk_lock);
 err_unmap:
 	free(nic->pages);
-	free(nic->qpe);
+	qpe_table_free(nic->qpe, nic->qpe_n);
 	free(nic->cq_user);
 	free(nic->cq_watch);
 	zd_soft_region_destroy(&nic->region);
@@ -184,7 +204,7 @@ void zd_mlx5sim_nic_close(struct zd_mlx5sim_nic *nic)
 	pthread_mutex_destroy(&nic->lock);
 	pthread_mutex_destroy(&nic->chunk_lock);
 	free(nic->pages);
-	free(nic->qpe);
+	qpe_table_free(nic->qpe, nic->qpe_n);
 	free(nic->cq_user);
 	free(nic->cq_watch);
 	free(nic);

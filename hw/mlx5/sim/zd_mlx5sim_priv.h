@@ -288,7 +288,8 @@ struct zd_mlx5sim_nic {
 	uint8_t *pages;             /* arena page map: 0 free, 1 used */
 	uint32_t next_tag;
 	uint32_t pd_used[64];       /* PDs in use: refcounts + 1 (0: free) */
-	struct zd_ms_qpe *qpe;      /* max_qp */
+	struct zd_ms_qpe *qpe;      /* max_qp (qpe_n), mmap'd */
+	uint32_t qpe_n;
 	void **cq_user;             /* max_cq: cq_create's user pointers */
 	_Atomic uint32_t kicked;
 	struct zd_soft_peer *peers;
