@@ -41,15 +41,53 @@ static int spare_fd = -1;
 static struct zd_cm_listener *listeners[ZD_CM_MAX_LISTENERS];
 static unsigned nlisteners;
 
-/* Reports of dead data paths (zd_cm_dev_broken), for the thread.  A leaf
- * lock: devices call in with their own locks held. */
+/* Reports of dead data paths (zd_cm_dev_broken) and of carried
+ * connections' frames (zd_cm_dev_frame), for the thread, in the order they
+ * came.  A leaf lock: devices call in with their own locks held. */
 static pthread_mutex_t broken_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct zd_cm_broken {
 	struct zd_ep *ep;
 	uint64_t serial;                 /* of the connection it had then */
 	uint64_t due;
+	bool frame;                      /* zd_cm_dev_frame's: type and id */
+	unsigned type;
+	uint64_t id;
 } *broken;
 static size_t nbroken, broken_cap;
+
+/* Carried connections by serial (zd_cm_dev_frame names them so: its
+ * report may outlive the conn's memory).  Under zd_cm.lock. */
+#define CARRIED_BUCKETS 4096
+static struct zd_cm_conn *carried_tab[CARRIED_BUCKETS];
+
+static void carried_insert(struct zd_cm_conn *c)
+{
+	struct zd_cm_conn **b = &carried_tab[c->serial % CARRIED_BUCKETS];
+
+	c->carried_next = *b;
+	*b = c;
+}
+
+static void carried_remove(struct zd_cm_conn *c)
+{
+	struct zd_cm_conn **pp = &carried_tab[c->serial % CARRIED_BUCKETS];
+
+	for (; *pp; pp = &(*pp)->carried_next)
+		if (*pp == c) {
+			*pp = c->carried_next;
+			break;
+		}
+	c->carried_next = NULL;
+}
+
+static struct zd_cm_conn *carried_find(uint64_t serial)
+{
+	struct zd_cm_conn *c = carried_tab[serial % CARRIED_BUCKETS];
+
+	while (c && c->serial != serial)
+		c = c->carried_next;
+	return c;
+}
 
 uint64_t zd_cm_now(void)
 {
@@ -74,6 +112,7 @@ static void cm_atfork_child(void)
 	zd_cm.lock = fresh;
 	broken_lock = fresh;
 	nbroken = 0;  /* they name the parent's connections */
+	memset(carried_tab, 0, sizeof(carried_tab));
 	if (zd_cm.epfd >= 0)
 		close(zd_cm.epfd);
 	if (zd_cm.wake.fd >= 0)
@@ -580,6 +619,8 @@ void zd_cm_conn_close(struct zd_cm_conn *c)
 	if (c->sock.zombie)
 		return;
 	conn_detach(c);
+	if (c->carried)
+		carried_remove(c);  /* the device closes the socket (its QP ended) */
 	c->prev->next = c->next;
 	c->next->prev = c->prev;
 	c->next = c->prev = c;
@@ -616,6 +657,17 @@ static void conn_flush(struct zd_cm_conn *c)
 void zd_cm_conn_send(struct zd_cm_conn *c, enum zd_cm_msg_type type, uint16_t reason,
 		     const void *pdata, size_t pdata_len, const void *blob, size_t blob_len)
 {
+	if (c->carried) {
+		/* On the data stream, behind the DTOs posted before it; an
+		 * EP gone (or a QP that sends no more) loses it, as a closed
+		 * socket would. */
+		if (c->ep && !c->sock.zombie)
+			c->ep->obj.ia->dev->qp_cm_send(c->ep, type,
+						       type >= ZD_CM_MSG_PING ? zd_cm_liveness_self()
+									      : c->conn_qual);
+		conn_count_frame(c, type, reason, true);
+		return;
+	}
 	if (c->sock.fd < 0)
 		return;
 	if (sizeof(c->tx) - c->tx_len < sizeof(struct zd_cm_hdr) + pdata_len + blob_len) {
@@ -659,6 +711,27 @@ void zd_cm_sock_keepalive(int fd)
 }
 
 
+/* Queues a report for the thread; false if out of memory. */
+static bool report_queue(const struct zd_cm_broken *r)
+{
+	pthread_mutex_lock(&broken_lock);
+	if (nbroken == broken_cap) {
+		size_t cap = broken_cap ? 2 * broken_cap : 16;
+		struct zd_cm_broken *b = realloc(broken, cap * sizeof(*b));
+
+		if (!b) {
+			pthread_mutex_unlock(&broken_lock);
+			return false;
+		}
+		broken = b;
+		broken_cap = cap;
+	}
+	broken[nbroken++] = *r;
+	pthread_mutex_unlock(&broken_lock);
+	zd_cm_kick();
+	return true;
+}
+
 void zd_cm_dev_broken(struct zd_ep *ep)
 {
 	/* A racy read is fine: the thread only acts if, under its lock, the
@@ -666,62 +739,123 @@ void zd_cm_dev_broken(struct zd_ep *ep)
 	 * address: within the grace its memory and the EP may serve a new
 	 * connection (dat_ep_reset and a new accept, as dapltest's server
 	 * does for every client), which the report must not end. */
-	uint64_t serial = __atomic_load_n(&ep->cm_serial, __ATOMIC_RELAXED);
+	struct zd_cm_broken r = {
+		.ep = ep,
+		.serial = __atomic_load_n(&ep->cm_serial, __ATOMIC_RELAXED),
+		.due = zd_cm_now() + ZD_CM_DEV_BROKEN_GRACE_NS,
+	};
 
-	if (!serial)
-		return;
-	pthread_mutex_lock(&broken_lock);
-	if (nbroken == broken_cap) {
-		size_t cap = broken_cap ? 2 * broken_cap : 16;
-		struct zd_cm_broken *b = realloc(broken, cap * sizeof(*b));
+	/* Out of memory: the CM socket's own timeouts still end it. */
+	if (r.serial)
+		report_queue(&r);
+}
 
-		if (!b) {
-			/* The CM socket's own timeouts still end it. */
-			pthread_mutex_unlock(&broken_lock);
-			return;
-		}
-		broken = b;
-		broken_cap = cap;
-	}
-	broken[nbroken].ep = ep;
-	broken[nbroken].serial = serial;
-	broken[nbroken].due = zd_cm_now() + ZD_CM_DEV_BROKEN_GRACE_NS;
-	nbroken++;
-	pthread_mutex_unlock(&broken_lock);
-	zd_cm_kick();
+void zd_cm_dev_frame(struct zd_ep *ep, unsigned type, uint64_t id)
+{
+	/* As zd_cm_dev_broken: the serial names the connection. */
+	struct zd_cm_broken r = {
+		.ep = ep,
+		.serial = __atomic_load_n(&ep->cm_serial, __ATOMIC_RELAXED),
+		.due = 0,  /* at once, in order with the frames before it */
+		.frame = true,
+		.type = type,
+		.id = id,
+	};
+
+	/* Out of memory: a lost PING or PONG is a silence liveness judges,
+	 * a lost DISC ends as the peer's EOF or its timeout. */
+	if (r.serial)
+		report_queue(&r);
 }
 
 static void conn_lost(struct zd_cm_conn *c);
+static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const uint8_t *body);
 
-/* The thread acts on the reports that are due (under zd_cm.lock); returns
- * when the next one is due (UINT64_MAX: none). */
+/* A carried connection's frame or end (zd_cm_dev_frame). */
+static void carried_report(const struct zd_cm_broken *b)
+{
+	struct zd_cm_conn *c = carried_find(b->serial);
+	struct zd_cm_hdr h = { .type = (uint8_t)b->type, .conn_qual = b->id };
+
+	if (!c || c->ep != b->ep || c->sock.zombie)
+		return;  /* over already */
+	switch (b->type) {
+	case ZD_CM_MSG_DISC:
+	case ZD_CM_MSG_DISC_ACK:
+	case ZD_CM_MSG_PING:
+	case ZD_CM_MSG_PONG:
+		conn_dispatch(c, &h, NULL);
+		break;
+	default:  /* ZD_CM_DEV_END, or a frame no carried connection takes */
+		conn_lost(c);
+		break;
+	}
+}
+
+/* The thread acts on the reports that are due, in the order they came
+ * (under zd_cm.lock); returns when the next one is due (UINT64_MAX:
+ * none). */
 static uint64_t cm_run_broken(uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
-	size_t i = 0;
+	struct zd_cm_broken *due;
+	size_t ndue = 0, keep = 0;
 
 	pthread_mutex_lock(&broken_lock);
-	while (i < nbroken) {
-		struct zd_cm_broken b = broken[i];
+	if (!nbroken || !(due = malloc(nbroken * sizeof(*due)))) {
+		pthread_mutex_unlock(&broken_lock);
+		return nbroken ? now + ZD_CM_DEV_BROKEN_GRACE_NS : UINT64_MAX;
+	}
+	for (size_t i = 0; i < nbroken; i++) {
+		if (broken[i].due > now) {
+			next = ZD_MIN(next, broken[i].due);
+			broken[keep++] = broken[i];
+		} else {
+			due[ndue++] = broken[i];
+		}
+	}
+	nbroken = keep;
+	/* conn_lost calls into the device, which may report again. */
+	pthread_mutex_unlock(&broken_lock);
+	for (size_t i = 0; i < ndue; i++) {
+		const struct zd_cm_broken *b = &due[i];
 
-		if (b.due > now) {
-			next = ZD_MIN(next, b.due);
-			i++;
+		if (b->frame) {
+			carried_report(b);
 			continue;
 		}
-		broken[i] = broken[--nbroken];
-		/* conn_lost calls into the device, which may report again. */
-		pthread_mutex_unlock(&broken_lock);
 		for (struct zd_cm_conn *c = zd_cm.conns.next; c && c != &zd_cm.conns; c = c->next)
-			if (c->serial == b.serial && c->ep == b.ep && !c->sock.zombie &&
+			if (c->serial == b->serial && c->ep == b->ep && !c->sock.zombie &&
 			    (c->state == ZD_CONN_ESTABLISHED || c->state == ZD_CONN_DISC_SENT)) {
 				conn_lost(c);
 				break;
 			}
-		pthread_mutex_lock(&broken_lock);
 	}
-	pthread_mutex_unlock(&broken_lock);
+	free(due);
 	return next;
+}
+
+int zd_cm_conn_carry(struct zd_cm_conn *c)
+{
+	const struct zd_device_ops *dev = c->ep->obj.ia->dev;
+	int fd = c->sock.fd, r;
+
+	if (!dev->qp_carry || !c->ep->dev_priv || c->ud || fd < 0)
+		return 0;
+	/* A frame of ours still unsent would be cut (never: the socket is
+	 * new, and the last frame the size of a header). */
+	if (c->tx_len)
+		return -1;
+	epoll_ctl(zd_cm.epfd, EPOLL_CTL_DEL, fd, NULL);
+	r = dev->qp_carry(c->ep, fd);
+	if (r == 0 && cm_watch(&c->sock, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD) != 0)
+		r = -1;
+	if (r <= 0)
+		return r;
+	c->sock.fd = -1;
+	c->carried = 1;
+	carried_insert(c);
+	return 1;
 }
 
 /* ---- active side: TCP connect and its retries ---- */
@@ -990,6 +1124,13 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 			zd_cm_ud_on_rtu(c);
 			return;
 		}
+		/* The data path takes the socket (tcp) before any DTO of
+		 * this side can be posted: the peer's first bytes after the
+		 * RTU are its data. */
+		if (c->ep && zd_cm_conn_carry(c) < 0) {
+			conn_lost(c);
+			return;
+		}
 		c->state = ZD_CONN_ESTABLISHED;
 		c->deadline = 0;
 		if (c->ep) {
@@ -1011,9 +1152,14 @@ static void conn_dispatch(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const
 	case ZD_CM_MSG_DISC:
 		if (c->state != ZD_CONN_ESTABLISHED && c->state != ZD_CONN_DISC_SENT)
 			break;
+		/* Carried: the ACK goes on the data stream, queued before the
+		 * flush below ends it (the flush sends what is queued). */
+		if (c->carried)
+			zd_cm_conn_send(c, ZD_CM_MSG_DISC_ACK, 0, NULL, 0, NULL, 0);
 		if (c->ep)
 			zd_cm_ep_conn_lost(c->ep, DAT_CONNECTION_EVENT_DISCONNECTED);
-		zd_cm_conn_send(c, ZD_CM_MSG_DISC_ACK, 0, NULL, 0, NULL, 0);
+		if (!c->carried)
+			zd_cm_conn_send(c, ZD_CM_MSG_DISC_ACK, 0, NULL, 0, NULL, 0);
 		zd_cm_conn_close_after_flush(c);
 		return;
 	case ZD_CM_MSG_DISC_ACK:
@@ -1212,13 +1358,30 @@ static int cm_run_timers(uint64_t now)
 static void *cm_thread(void *arg)
 {
 	struct epoll_event evs[64];
+	/* The last batch had frames or accepts of sockets, since when. */
+	bool sockets_busy = false;
+	uint64_t busy_since = 0;
 
 	(void)arg;
 	zd_cm_lock();
 	for (;;) {
-		uint64_t now = zd_cm_now(), next = cm_run_broken(now);
-		int timeout = cm_run_timers(now);
-		int n;
+		uint64_t now = zd_cm_now(), next;
+		int timeout, n;
+
+		/* The devices' reports of carried connections' frames wait
+		 * while sockets have frames (bounded: ZD_CM_REPORT_DEFER_NS):
+		 * a peer's frames on its CM sockets and on its carried
+		 * streams are then handled in about the order it sent them
+		 * (dtestcm's server counts the ESTABLISHED events of every
+		 * RTU sent before the DISCs as such), as one frame per
+		 * readiness does for sockets alone (conn_readable). */
+		if (!sockets_busy || now - busy_since >= ZD_CM_REPORT_DEFER_NS) {
+			next = cm_run_broken(now);
+			busy_since = 0;
+		} else {
+			next = now;  /* the sockets again at once, then the reports */
+		}
+		timeout = cm_run_timers(now);
 
 		next = ZD_MIN(next, zd_cm_liveness_run(now, conn_lost));
 		if (next != UINT64_MAX) {
@@ -1241,11 +1404,17 @@ static void *cm_thread(void *arg)
 		zd_cm_unlock();
 		n = epoll_wait(zd_cm.epfd, evs, ZD_ARRAY_SIZE(evs), timeout);
 		zd_cm_lock();
+		sockets_busy = false;
 		for (int i = 0; i < n; i++) {
 			struct zd_cm_sock *s = evs[i].data.ptr;
 
 			if (s->zombie)
 				continue;
+			if (s->kind != ZD_CM_SOCK_WAKE && !sockets_busy) {
+				sockets_busy = true;
+				if (!busy_since)
+					busy_since = zd_cm_now();
+			}
 			switch (s->kind) {
 			case ZD_CM_SOCK_WAKE: {
 				uint64_t v;

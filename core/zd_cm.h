@@ -63,6 +63,9 @@ struct zd_evd;
 /* A device's report of a dead data path waits this long, so a graceful
  * DISC racing the data socket's EOF still ends the EP DISCONNECTED. */
 #define ZD_CM_DEV_BROKEN_GRACE_NS (200ull * 1000 * 1000)
+/* Frames of carried connections (zd_cm_dev_frame) wait at most this long
+ * for the CM sockets' frames that came before them (zd_cm.c). */
+#define ZD_CM_REPORT_DEFER_NS     (20ull * 1000 * 1000)
 
 enum zd_cm_sock_kind {
 	ZD_CM_SOCK_WAKE,
@@ -146,6 +149,11 @@ struct zd_cm_conn {
 	struct zd_cm_peer *peer_proc;
 	struct zd_cm_conn *peer_prev, *peer_next;
 	uint64_t last_rx;
+	/* Carried: the device took the socket at ESTABLISHED (qp_carry, fd
+	 * -1 here): frames go through qp_cm_send, come from zd_cm_dev_frame;
+	 * found by serial in a table (carried_next) until it closes. */
+	int carried;
+	struct zd_cm_conn *carried_next;
 };
 
 struct zd_cm {
@@ -244,6 +252,20 @@ void zd_cm_sock_keepalive(int fd);
  * graceful disconnect was under way) once, QP flushed, and the peer sees
  * the CM connection close. */
 void zd_cm_dev_broken(struct zd_ep *ep);
+
+/* Device -> CM, for a carried connection (qp_carry): the peer's CM frame
+ * @type (DISC, DISC_ACK, PING, PONG; its header's conn_qual @id) came on
+ * @ep's data stream, or, @type ZD_CM_DEV_END, the stream ended (EOF, an
+ * error, a violation).  Callable from any thread with device locks held;
+ * the CM thread handles them in the order they were reported, as frames
+ * read from its own socket (an end: at once, as its own socket's EOF; a
+ * DISC before it was reported first). */
+#define ZD_CM_DEV_END 0
+void zd_cm_dev_frame(struct zd_ep *ep, unsigned type, uint64_t id);
+
+/* @c (ESTABLISHED, RC, its last frame out) offers its socket to the
+ * device (qp_carry): 1 carried, 0 kept, -1 failed (the caller ends it). */
+int zd_cm_conn_carry(struct zd_cm_conn *c);
 
 /* ---- zd_ep_cm.c: EP side of the state machine ---- */
 

@@ -60,9 +60,10 @@ struct zd_device_limits {
 	DAT_COUNT max_inline;
 	/* Largest datagram payload of a UD EP (its "MTU"); 0: no UD. */
 	DAT_SEG_LENGTH max_ud_payload;
-	/* Descriptors a connected EP holds besides the CM's socket (tcp: its
-	 * data socket); max_eps as reported is also bounded by what
-	 * RLIMIT_NOFILE leaves for them (zd_ia_fill_attr). */
+	/* Descriptors a connected EP holds besides the CM's socket (0 on
+	 * tcp, whose data path rides the CM socket: qp_carry); max_eps as
+	 * reported is also bounded by what RLIMIT_NOFILE leaves for them
+	 * (zd_ia_fill_attr). */
 	DAT_COUNT fds_per_ep;
 };
 
@@ -97,6 +98,8 @@ typedef DAT_RETURN zd_device_qp_connect_fn(struct zd_ep *ep, const void *peer_bl
 typedef void zd_device_qp_flush_fn(struct zd_ep *ep);
 typedef DAT_RETURN zd_device_qp_reset_fn(struct zd_ep *ep);
 typedef void zd_device_qp_destroy_fn(struct zd_ep *ep);
+typedef int zd_device_qp_carry_fn(struct zd_ep *ep, int fd);
+typedef int zd_device_qp_cm_send_fn(struct zd_ep *ep, unsigned type, uint64_t id);
 typedef DAT_RETURN zd_device_pz_create_fn(struct zd_pz *pz);
 typedef void zd_device_pz_destroy_fn(struct zd_pz *pz);
 typedef DAT_RETURN zd_device_srq_create_fn(struct zd_srq *srq);
@@ -233,6 +236,22 @@ struct zd_device_ops {
 	zd_device_qp_flush_fn *qp_flush;
 	zd_device_qp_reset_fn *qp_reset;
 	zd_device_qp_destroy_fn *qp_destroy;
+
+	/* The CM's connection socket as the data path (optional: NULL keeps
+	 * it the CM's, as shm and mlx5 do).  qp_carry: the connection of @ep
+	 * is ESTABLISHED and its CM socket @fd (connected, non-blocking, with
+	 * every byte past the last CM frame unread) is offered; 1: the device
+	 * took it (it reads, writes and closes it from now on; the peer's
+	 * device took its end too, as both sides' blobs agreed), 0: not
+	 * carried (a peer without a data path: the CM keeps it), -1: failed
+	 * (the connection is lost).  From then on the CM's frames of that
+	 * connection (DISC, DISC_ACK, PING, PONG) travel on the data stream:
+	 * qp_cm_send queues one behind every DTO posted before it (PING and
+	 * PONG go first) and returns 0, or -1 if the QP can send no more; the
+	 * device hands the peer's to zd_cm_dev_frame, in stream order, and
+	 * reports the stream's end with zd_cm_dev_broken. */
+	zd_device_qp_carry_fn *qp_carry;
+	zd_device_qp_cm_send_fn *qp_cm_send;
 
 	/* Protection zones (optional: NULL when a device needs no state per
 	 * PZ; mlx5 keeps one PD per PZ).  pz_create runs before the PZ handle

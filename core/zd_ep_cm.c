@@ -106,6 +106,12 @@ void zd_cm_active_on_rep(struct zd_cm_conn *c, const struct zd_cm_hdr *h, const 
 	zd_count_ia(&ep->obj.ia->cnt, DCNT_IA_CM_ACTIVE_EST);
 	zd_ep_set_state(ep, DAT_EP_STATE_CONNECTED);
 	zd_cm_conn_send(c, ZD_CM_MSG_RTU, 0, NULL, 0, NULL, 0);
+	/* The RTU was the CM's last frame on its socket if the data path
+	 * takes it (tcp); our EOF tells the passive side if that fails. */
+	if (zd_cm_conn_carry(c) < 0) {
+		zd_cm_active_failed(c, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+		return;
+	}
 	zd_cm_ep_event(ep, DAT_CONNECTION_EVENT_ESTABLISHED, body, h->pdata_len);
 }
 
@@ -134,9 +140,15 @@ void zd_cm_ep_release(struct zd_ep *ep)
 	zd_cm_ud_ep_release(ep);
 	c = ep->cm_conn;
 	if (c) {
+		/* Carried: the DISC goes on the data stream, while the EP
+		 * still names it (the QP's end sends what is queued). */
+		if (c->carried && c->state == ZD_CONN_ESTABLISHED)
+			zd_cm_conn_send(c, ZD_CM_MSG_DISC, 0, NULL, 0, NULL, 0);
 		zd_ep_set_cm_conn(ep, NULL);
 		c->ep = NULL;
-		if (c->state == ZD_CONN_ESTABLISHED) {
+		if (c->carried) {
+			zd_cm_conn_close(c);
+		} else if (c->state == ZD_CONN_ESTABLISHED) {
 			/* Freed while connected: an abrupt disconnect, so the
 			 * peer sees DISCONNECTED rather than BROKEN. */
 			zd_cm_conn_send(c, ZD_CM_MSG_DISC, 0, NULL, 0, NULL, 0);
@@ -296,9 +308,14 @@ DAT_RETURN zd_ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags)
 			zd_cm_kick();
 			break;
 		}
+		/* Carried: the DISC is queued on the data stream before the
+		 * flush ends it (the flush sends what is queued). */
+		if (c && c->carried)
+			zd_cm_conn_send(c, ZD_CM_MSG_DISC, 0, NULL, 0, NULL, 0);
 		zd_cm_ep_conn_lost(ep, DAT_CONNECTION_EVENT_DISCONNECTED);
 		if (c) {
-			zd_cm_conn_send(c, ZD_CM_MSG_DISC, 0, NULL, 0, NULL, 0);
+			if (!c->carried)
+				zd_cm_conn_send(c, ZD_CM_MSG_DISC, 0, NULL, 0, NULL, 0);
 			zd_cm_conn_close_after_flush(c);
 		}
 		break;

@@ -105,11 +105,33 @@
  * CPU atomic on the word (zd_tcp_rx.c says why that is enough), and are
  * answered in order with the read responses.
  *
- * Disconnect ordering: the CM's DISC travels on its own socket and could
- * overtake data still in flight on the data socket, so qp_flush first waits
- * (ZD_TCP_DRAIN_US at most) until the peer's kernel acknowledged every byte
- * we sent, and the flush's harvest reads all the socket holds and waits
- * (ZD_TCP_HARVEST_MS at most) for the rest of a frame already begun.
+ * One descriptor per connected QP (progress=thread on both sides): the QP's
+ * socket is the CM's connection, handed over once ESTABLISHED (qp_carry;
+ * none before: an unconnected EP holds no descriptor).  The CM's frames of
+ * the connection travel in the stream (zd_tcp_wire.h): qp_cm_send queues
+ * DISC and DISC_ACK behind the requests posted before them (PING and PONG
+ * go next), and the receive side hands the peer's to the CM
+ * (zd_cm_dev_frame) in stream order.  So a DISC arrives after everything
+ * sent before it, and the peer's CM hears PINGs and DISCs as long as its
+ * IA's thread reads the stream, consumer or not.  A CM frame behind a send
+ * that waits for a receive never posted (larger than an eager slot, or
+ * with the slots full) waits with it: a peer's DISC is seen once a receive
+ * takes that send, and a peer that waits that long for its PONGs judges
+ * this process hung (ZDAPL_PEER_TIMEOUT_MS, zd_cm_liveness.h).
+ * With progress=manual on either side nothing reads the stream while the
+ * consumer does not, so the CM keeps its socket (its PINGs and DISCs must
+ * pass frames nobody reads) and the QP has a data connection of its own
+ * (two descriptors): the passive side listens (qp_local_blob, after
+ * qp_connect said so), the active side connects, each side's first frame
+ * is a HELLO with the peer's token.
+ *
+ * Disconnect ordering: carried, the DISC follows the data in the stream.
+ * On a data connection of its own the CM's DISC could overtake data still
+ * in flight, so qp_flush first waits (ZD_TCP_DRAIN_US at most) until the
+ * peer's kernel acknowledged every byte we sent (carried too: the DISC and
+ * what precedes it go out first), and the flush's harvest reads all the
+ * socket holds and waits (ZD_TCP_HARVEST_MS at most) for the rest of a
+ * frame already begun.
  *
  * Request completions: a request's send queue slot is released (sq_head)
  * before its completion is published, so a consumer on another thread (the
@@ -120,11 +142,14 @@
  * DAT_DTO_ERR_FLUSHED, or the error it carries) and shuts the socket down;
  * a protocol or protection violation by the peer also posts
  * DAT_ASYNC_ERROR_EP_BROKEN for the EP.  Unless the consumer ended it
- * (qp_flush), the CM is told (zd_cm_dev_broken): after a short grace for a
- * racing graceful DISC it ends the connection, DAT_CONNECTION_EVENT_BROKEN
- * on both EPs, even while the CM's own socket stands.  Data sockets carry
- * keepalive and TCP_USER_TIMEOUT (zd_cm_sock_keepalive), so a peer gone
- * without FIN/RST (link down) errors them in bounded time.
+ * (qp_flush), the CM is told, and it ends the connection,
+ * DAT_CONNECTION_EVENT_BROKEN on both EPs, after a short grace
+ * (zd_cm_dev_broken) for a graceful DISC racing on the CM's socket or the
+ * consumer's own disconnect after the error it saw; a carried stream's
+ * EOF at once (zd_cm_dev_frame, ZD_CM_DEV_END: after the DISC the stream
+ * may have brought, in order).  The
+ * sockets carry keepalive and TCP_USER_TIMEOUT (zd_cm_sock_keepalive), so
+ * a peer gone without FIN/RST (link down) errors them in bounded time.
  * qp_flush (disconnect) first harvests what already arrived, then flushes.
  *
  * Not yet: an SRQ buffer posted while a QP is stalled on it is noticed at
@@ -181,6 +206,7 @@
 #define ZD_TCP_RX_DIRECT     8192   /* a payload rest this large is read in place */
 #define ZD_TCP_IDLE_YIELD    16     /* cq_poll: sched_yield after this many idle polls */
 #define ZD_TCP_TX_FLAT       256    /* a frame this small goes out as one buffer (send) */
+#define ZD_TCP_CTL_DEPTH     8      /* CM frames queued for the stream (qp_cm_send) */
 
 struct zd_tcp_seg {
 	uint64_t addr;
@@ -280,10 +306,10 @@ enum zd_tcp_rx_kind {
 };
 
 enum zd_tcp_conn_state {
-	ZD_TCP_IDLE,        /* not connected yet */
-	ZD_TCP_LISTEN,      /* waiting for the peer to connect to our listener */
-	ZD_TCP_CONNECTING,  /* non-blocking connect in flight */
-	ZD_TCP_UP,          /* socket up (HELLOs may still be in flight) */
+	ZD_TCP_IDLE,        /* no socket yet (carried: the CM hands it over, qp_carry) */
+	ZD_TCP_LISTEN,      /* a socket of its own: waiting for the active side's */
+	ZD_TCP_CONNECTING,  /* a socket of its own: non-blocking connect in flight */
+	ZD_TCP_UP,          /* socket up (a socket of its own: HELLOs may be in flight) */
 	ZD_TCP_DOWN,        /* broken or flushed: never used again */
 };
 
@@ -321,21 +347,34 @@ struct zd_tcp_qp {
 	int watch_fd;                     /* in its CQs' epoll sets, with watch_events; -1: none */
 	uint32_t watch_events;
 	bool unwatched;                   /* going away: never watched again */
-	int lis_fd;                       /* our listener until the peer's HELLO came */
-	int accept_spare;                 /* the descriptor our accept will take, held
-					   * from qp_connect (-1: none) */
-	int fd;                           /* connecting or connected socket */
+	int fd;                           /* the connection's socket */
 	enum zd_tcp_conn_state cstate;   /* written by zd_tcp_qp_set_cstate only */
 	bool flushed;                     /* the flush ran since create/reset */
 	bool destroying;
 	bool stale;                       /* flushed after a connection began */
+	bool blob_sent;                   /* qp_local_blob ran (the active side's, first) */
+	bool peer_ok;                     /* qp_connect took the peer's blob */
+	bool carried;                     /* it rides the CM's socket (qp_carry) */
+	/* a socket of its own (progress=manual on either side, zd_tcp_wire.h):
+	 * the passive side's listener, the active side connects */
+	int lis_fd;                       /* our listener until the peer's HELLO came */
+	int accept_spare;                 /* the descriptor our accept will take, held
+					   * from qp_local_blob (-1: none) */
 	bool connector;
 	bool hello_sent, hello_rcvd;
 	uint64_t token, peer_token;
 	uint32_t lis_addr;                /* network order */
 	uint16_t lis_port;                /* network order */
-	uint32_t peer_addr;
-	uint16_t peer_port;
+
+	/* CM frames for the stream (qp_cm_send): produced under zd_cm.lock,
+	 * sent by the holder once the send queue reached ctl[].after */
+	struct {
+		uint32_t type;
+		uint64_t id;
+		uint64_t after;           /* sq position it follows (PING, PONG: 0) */
+	} ctl[ZD_TCP_CTL_DEPTH];
+	_Atomic uint32_t ctl_tail;        /* producer */
+	_Atomic uint32_t ctl_head;        /* holder */
 
 	/* key checks' memos: the send queue's poster, the receive queue's,
 	 * the holder's (the peer's RDMA frames) */
@@ -437,9 +476,12 @@ zd_device_qp_destroy_fn zd_tcp_qp_destroy;
 void zd_tcp_qp_arm(struct zd_tcp_qp *qp);
 /* progress=thread: zd_tcp_qp_arm, so the IA's thread serves the QP. */
 void zd_tcp_qp_auto_arm(struct zd_tcp_qp *qp);
+zd_device_qp_carry_fn zd_tcp_qp_carry;
+zd_device_qp_cm_send_fn zd_tcp_qp_cm_send;
 /* Closes @*fdp (under fd_lock: cq_arm never sees a stale number). */
 void zd_tcp_fd_close(struct zd_tcp_qp *qp, int *fdp);
-/* Holder: accepts the peer on our listener or finishes our connect. */
+/* Holder: accepts the peer on our listener or finishes our connect (a
+ * socket of its own). */
 void zd_tcp_conn_progress(struct zd_tcp_qp *qp);
 
 /* ---- zd_tcp_progress.c ---- */
@@ -456,6 +498,9 @@ void zd_tcp_qp_work(struct zd_tcp_qp *qp, uint32_t want);
 /* ---- zd_tcp_tx.c (holder) ---- */
 /* Writes frames until none is left or the socket is full. */
 void zd_tcp_tx_progress(struct zd_tcp_qp *qp);
+/* Holder, ending the stream: sends the queued CM frames now if it is
+ * between frames (best effort: a DISC before the socket shuts). */
+void zd_tcp_tx_ctl_last(struct zd_tcp_qp *qp);
 /* Completes request @pos (the next one, in post order) with @st. */
 void zd_tcp_req_complete(struct zd_tcp_qp *qp, uint64_t pos, uint32_t st);
 /* Completes, in post order, the requests that are done. */
@@ -525,6 +570,9 @@ zd_device_qp_flush_fn zd_tcp_qp_flush;
 void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp);
 /* Holder: the connection is unusable: error, flush, the CM is told. */
 void zd_tcp_qp_break(struct zd_tcp_qp *qp);
+/* Holder: zd_tcp_qp_break for the stream's EOF (carried: the CM is told
+ * at once, zd_cm_dev_frame). */
+void zd_tcp_qp_break_eof(struct zd_tcp_qp *qp);
 /* Holder: zd_tcp_qp_break for a peer's violation (also an async event). */
 __attribute__((cold)) void zd_tcp_qp_break_violation(struct zd_tcp_qp *qp);
 /* Holder: reads what the socket holds before a graceful flush. */

@@ -22,10 +22,10 @@
 
 static const struct zd_device_limits tcp_limits = {
 	/* Nothing of the device's own below what descriptors allow: a
-	 * connected EP holds its data socket (and its listener until the
-	 * peer connected to it) beside the CM's socket. */
+	 * connected EP holds the CM's socket, which its data rides
+	 * (qp_carry), and no other (progress=manual: tcp_ia_open). */
 	.max_eps = 1 << 20,
-	.fds_per_ep = 1,
+	.fds_per_ep = 0,
 	.max_dto_per_ep = 16384,
 	.max_rdma_read_per_ep = 64,
 	.max_evds = 8192,
@@ -69,6 +69,8 @@ static DAT_RETURN tcp_ia_open(struct zd_ia *ia, const struct zd_ia_params *p)
 	if (ret != DAT_SUCCESS)
 		return ret;
 	ia->limits = tcp_limits;
+	/* progress=manual: a data connection of its own beside the CM's. */
+	ia->limits.fds_per_ep = auto_progress ? 0 : 1;
 
 	struct zd_tcp_ia *tia = calloc(1, sizeof(*tia));
 	struct epoll_event e = { .events = EPOLLIN, .data.ptr = NULL };
@@ -140,6 +142,8 @@ static const struct zd_device_ops zd_tcp_ops = {
 	.qp_flush = zd_tcp_qp_flush,
 	.qp_reset = zd_tcp_qp_reset,
 	.qp_destroy = zd_tcp_qp_destroy,
+	.qp_carry = zd_tcp_qp_carry,
+	.qp_cm_send = zd_tcp_qp_cm_send,
 	.mr_deregister = zd_tcp_mr_deregister,
 	.ud_ah_create = zd_tcp_ud_ah_create,
 	.ud_ah_destroy = zd_tcp_ud_ah_destroy,

@@ -36,12 +36,12 @@ void zd_tcp_qp_flush(struct zd_ep *ep)
 
 	if (!qp)
 		return;
-	/* The CM's DISC goes out on its own socket right after this and may
-	 * overtake what we sent on the data socket (sends complete when the
-	 * kernel has them): first let the peer's kernel acknowledge it all, so
-	 * the peer's own flush still harvests it (bounded: a peer that stopped
-	 * reading costs ZD_TCP_DRAIN_US at most). */
-	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
+	/* What we sent (sends complete when the kernel has them), and,
+	 * carried, the CM frame queued last (a DISC or DISC_ACK), go out, and
+	 * the peer's kernel acknowledges it all before the flush shuts the
+	 * socket: on a data connection of its own, the CM's DISC on its own
+	 * socket could overtake it (bounded: a peer that stopped reading
+	 * costs ZD_TCP_DRAIN_US at most). */
 	for (uint64_t t0 = mono_us(); mono_us() - t0 < ZD_TCP_DRAIN_US; usleep(200)) {
 		struct tcp_info ti;
 		socklen_t tl = sizeof(ti);
@@ -50,6 +50,7 @@ void zd_tcp_qp_flush(struct zd_ep *ep)
 		if (atomic_load(&qp->error) ||
 		    __atomic_load_n(&qp->cstate, __ATOMIC_RELAXED) != ZD_TCP_UP)
 			break;
+		zd_tcp_qp_progress(qp, ZD_TCP_W_TX);  /* what waited for room */
 		pthread_mutex_lock(&qp->fd_lock);
 		/* Only while the connection stands (a reset empties nothing). */
 		if (qp->fd < 0 || getsockopt(qp->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
@@ -80,6 +81,11 @@ void zd_tcp_qp_flush_locked(struct zd_tcp_qp *qp)
 		qp->flushed = true;
 		if (qp->cstate != ZD_TCP_IDLE)
 			__atomic_store_n(&qp->stale, true, __ATOMIC_RELEASE);
+		/* A DISC or DISC_ACK the CM queued goes out before the end
+		 * when the stream is between frames (zd_cm_ep_release and
+		 * an abrupt disconnect queue theirs right before this). */
+		if (qp->cstate == ZD_TCP_UP)
+			zd_tcp_tx_ctl_last(qp);
 		zd_tcp_qp_set_cstate(qp, ZD_TCP_DOWN);
 		if (qp->fd >= 0)
 			shutdown(qp->fd, SHUT_RDWR);
@@ -154,10 +160,9 @@ __attribute__((cold)) void zd_tcp_qp_why(struct zd_tcp_qp *qp, const char *why,
 			     le32toh(qp->rx_hdr.len), qp->rx_expect, errno);
 }
 
-/* The connection is unusable: error, flush, socket shut down.  Unless the
- * consumer ended it, the CM hears of it too (zd_cm_dev_broken): the EP
- * goes BROKEN even if the CM's own socket still stands. */
-void zd_tcp_qp_break(struct zd_tcp_qp *qp)
+/* Error, flush, socket shut down; unless the consumer ended it, the CM
+ * is told (@end: at once, else after its grace). */
+static void qp_break_report(struct zd_tcp_qp *qp, bool end)
 {
 	bool live = !qp->flushed && !qp->local_end && !qp->destroying &&
 		    (qp->cstate == ZD_TCP_UP || qp->cstate == ZD_TCP_CONNECTING);
@@ -166,8 +171,27 @@ void zd_tcp_qp_break(struct zd_tcp_qp *qp)
 	zd_tcp_qp_flush_locked(qp);
 	if (live && !qp->reported) {
 		qp->reported = true;
-		zd_cm_dev_broken(qp->ep);
+		if (end)
+			zd_cm_dev_frame(qp->ep, ZD_CM_DEV_END, 0);
+		else
+			zd_cm_dev_broken(qp->ep);
 	}
+}
+
+/* The connection is unusable: the CM hears of it after a grace
+ * (zd_cm_dev_broken), in which a graceful DISC racing on the CM's own
+ * socket, or the consumer's own disconnect after the DTO error it saw,
+ * still ends the EP DISCONNECTED; BROKEN otherwise. */
+void zd_tcp_qp_break(struct zd_tcp_qp *qp)
+{
+	qp_break_report(qp, false);
+}
+
+void zd_tcp_qp_break_eof(struct zd_tcp_qp *qp)
+{
+	/* Carried, everything before the EOF was read, the DISC it may
+	 * have brought reported first: no grace needed. */
+	qp_break_report(qp, qp->carried);
 }
 
 /* The peer broke the protocol or our protection: as an HCA's QP access

@@ -1,7 +1,9 @@
 /*
- * QPs of the tcp device: lifetime and the data socket.  Create, reset and
- * destroy; the connection blob and connect; the listener, accept and the
- * non-blocking connect (zd_tcp_conn_progress); arming the socket in the
+ * QPs of the tcp device: lifetime and the socket.  Create, reset and
+ * destroy; the connection blob and connect; the CM's socket taken over
+ * (qp_carry) and the CM's frames queued for it (qp_cm_send); a data
+ * connection of its own (progress=manual: the listener, accept and the
+ * non-blocking connect, zd_tcp_conn_progress); arming the socket in the
  * IA's epoll set.  Data moves elsewhere: zd_tcp_tx.c, zd_tcp_rx.c, and
  * the end of a connection is zd_tcp_flush.c.  See zd_tcp.h for the model
  * and zd_tcp_wire.h for the protocol.
@@ -9,8 +11,8 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/tcp.h>
 #include <poll.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -26,6 +28,11 @@
 #include "evd/zd_evd.h"
 #include "hw/tcp/zd_tcp.h"
 #include "hw/tcp/zd_tcp_ud.h"
+
+/* The CM frame types of the stream are the CM's own. */
+_Static_assert(ZD_TCP_CM_DISC == ZD_CM_MSG_DISC && ZD_TCP_CM_DISC_ACK == ZD_CM_MSG_DISC_ACK &&
+		       ZD_TCP_CM_PING == ZD_CM_MSG_PING && ZD_TCP_CM_PONG == ZD_CM_MSG_PONG,
+	       "tcp's CM frame types follow core/zd_cm_wire.h");
 
 static uint32_t pow2_at_least(uint64_t v, uint32_t min)
 {
@@ -120,6 +127,58 @@ void zd_tcp_qp_unwatch(struct zd_tcp_qp *qp)
 	pthread_mutex_unlock(&qp->fd_lock);
 }
 
+/* The carried sockets of this process: a forked child closes its copies,
+ * as the CM closes its own sockets there (zd_cm.c), so a peer still sees
+ * the connection end when this process does.  A leaf lock. */
+static pthread_mutex_t carried_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *carried_fds;            /* [fd]: 1 while a QP carries it */
+static size_t carried_cap;
+
+static void carried_mark(int fd, bool on)
+{
+	pthread_mutex_lock(&carried_lock);
+	if (on && (size_t)fd >= carried_cap) {
+		size_t cap = ZD_MAX((size_t)fd + 1, 2 * carried_cap);
+		uint8_t *m = realloc(carried_fds, cap);
+
+		if (m) {
+			memset(m + carried_cap, 0, cap - carried_cap);
+			carried_fds = m;
+			carried_cap = cap;
+		}
+	}
+	if ((size_t)fd < carried_cap)
+		carried_fds[fd] = on;  /* (out of memory: the child keeps that one) */
+	pthread_mutex_unlock(&carried_lock);
+}
+
+static void carried_prepare(void)
+{
+	pthread_mutex_lock(&carried_lock);
+}
+
+static void carried_parent(void)
+{
+	pthread_mutex_unlock(&carried_lock);
+}
+
+static void carried_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	for (size_t fd = 0; fd < carried_cap; fd++)
+		if (carried_fds[fd]) {
+			close((int)fd);
+			carried_fds[fd] = 0;
+		}
+	carried_lock = fresh;
+}
+
+__attribute__((constructor)) static void carried_register_atfork(void)
+{
+	pthread_atfork(carried_prepare, carried_parent, carried_child);
+}
+
 /* Closes @*fdp (under fd_lock: cq_arm never sees a stale number). */
 void zd_tcp_fd_close(struct zd_tcp_qp *qp, int *fdp)
 {
@@ -128,6 +187,8 @@ void zd_tcp_fd_close(struct zd_tcp_qp *qp, int *fdp)
 		watch_drop(qp);
 	if (*fdp >= 0) {
 		epoll_ctl(qp->tia->epfd, EPOLL_CTL_DEL, *fdp, NULL);
+		if (qp->carried && fdp == &qp->fd)
+			carried_mark(*fdp, false);
 		close(*fdp);
 		*fdp = -1;
 	}
@@ -148,8 +209,8 @@ static void fd_set_data(struct zd_tcp_qp *qp, int fd)
 	pthread_mutex_unlock(&qp->fd_lock);
 }
 
-/* The socket the peer's data connection comes to (a new EP's transport
- * endpoint): 0, or -1 after a line on stderr. */
+/* The socket the active side's data connection comes to (a data
+ * connection of its own, passive side): 0, or -1 after a line on stderr. */
 static int qp_listen(struct zd_tcp_qp *qp)
 {
 	struct sockaddr_in sa = qp->ep->obj.ia->addr;
@@ -169,19 +230,24 @@ static int qp_listen(struct zd_tcp_qp *qp)
 		goto err;
 	qp->lis_addr = sa.sin_addr.s_addr;
 	qp->lis_port = sa.sin_port;
-	if (getrandom(&qp->token, sizeof(qp->token), 0) != sizeof(qp->token))
-		qp->token = (uint64_t)(uintptr_t)qp ^ ((uint64_t)getpid() << 32) ^ (uint64_t)fd;
 	pthread_mutex_lock(&qp->fd_lock);
 	qp->lis_fd = fd;
 	fd_register(qp, fd);
 	pthread_mutex_unlock(&qp->fd_lock);
 	return 0;
 err:
-	zd_log_rate_limited("tcp: no listening socket for a new EP on %s: %s: %s",
+	zd_log_rate_limited("tcp: no listening socket for an EP's data connection on %s: %s: %s",
 			    inet_ntoa(qp->ep->obj.ia->addr.sin_addr), step, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return -1;
+}
+
+/* A random token for our blob: the peer's HELLO must carry it. */
+static void token_draw(struct zd_tcp_qp *qp)
+{
+	if (getrandom(&qp->token, sizeof(qp->token), 0) != sizeof(qp->token))
+		qp->token = (uint64_t)(uintptr_t)qp ^ ((uint64_t)getpid() << 32) ^ zd_cm_now();
 }
 
 /* Protocol state back to "nothing happened" (holder or sole owner). */
@@ -189,8 +255,10 @@ static void qp_state_init(struct zd_tcp_qp *qp)
 {
 	zd_tcp_qp_set_cstate(qp, ZD_TCP_IDLE);
 	qp->local_end = qp->reported = false;
+	qp->blob_sent = qp->peer_ok = qp->carried = false;
 	qp->hello_sent = qp->hello_rcvd = false;
 	qp->connector = false;
+	atomic_store(&qp->ctl_head, atomic_load(&qp->ctl_tail));
 	qp->tx_busy = qp->tx_is_req = false;
 	qp->tx_left = 0;
 	qp->ack_pending = qp->nak_pending = false;
@@ -209,8 +277,8 @@ static void qp_state_init(struct zd_tcp_qp *qp)
 }
 
 /* The descriptor the accept of our data socket takes: held from
- * qp_connect so that, out of descriptors, the connection is refused there
- * (the CM tells both sides) instead of breaking once established. */
+ * qp_local_blob so that, out of descriptors, the connection is refused
+ * there (the CM tells both sides) instead of breaking once established. */
 static int accept_spare_take(struct zd_tcp_qp *qp)
 {
 	if (qp->accept_spare < 0)
@@ -280,10 +348,8 @@ DAT_RETURN zd_tcp_qp_create(struct zd_ep *ep)
 		qp->rx_buf = malloc(ZD_TCP_RX_STAGE);
 		if (!qp->sq || !qp->eager_buf || !qp->rx_buf)
 			goto err;
-		if (qp_listen(qp) != 0) {
-			ret = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-			goto err;
-		}
+		/* No socket until it connects (the CM's, handed over, or a
+		 * data connection of its own). */
 		qp_state_init(qp);
 	}
 	qp->recv_cq = ep->recv_evd ? ep->recv_evd->cq_priv : NULL;
@@ -320,21 +386,43 @@ size_t zd_tcp_qp_local_blob(struct zd_ep *ep, void *blob, size_t max)
 {
 	struct zd_tcp_qp *qp = ep->dev_priv;
 	struct zd_tcp_blob b;
+	bool listens = false;
 
 	if (!qp || max < sizeof(b))
 		return 0;
 	if (qp->ud)
 		return zd_tcp_ud_blob(qp, blob, max);
 	/* A QP used by an earlier connection and not reset: start over
-	 * (new listener and token) before its blob goes out. */
+	 * before its blob goes out. */
 	if (__atomic_load_n(&qp->stale, __ATOMIC_ACQUIRE) && zd_tcp_qp_reset(ep) != DAT_SUCCESS)
 		return 0;
 	memset(&b, 0, sizeof(b));
 	b.magic = htole32(ZD_TCP_BLOB_MAGIC);
 	b.version = htole16(ZD_TCP_WIRE_VERSION);
-	b.addr = qp->lis_addr;
-	b.port = qp->lis_port;
+	zd_tcp_qp_lock(qp);
+	if (!qp->peer_ok) {
+		/* Active (REQ): whether we can ride the CM's socket. */
+		token_draw(qp);
+		if (qp->tia->auto_progress)
+			b.flags = htole32(ZD_TCP_BLOB_CARRY);
+	} else if (qp->carried) {
+		b.flags = htole32(ZD_TCP_BLOB_CARRY);  /* passive (REP): we will */
+	} else if (qp_listen(qp) != 0 || accept_spare_take(qp) < 0) {
+		/* Passive, a data connection of its own: out of descriptors. */
+		zd_tcp_qp_unlock(qp);
+		return 0;
+	} else {
+		token_draw(qp);
+		b.addr = qp->lis_addr;
+		b.port = qp->lis_port;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_LISTEN);
+		listens = true;
+	}
 	b.token = htole64(qp->token);
+	qp->blob_sent = true;
+	zd_tcp_qp_unlock(qp);
+	if (listens)
+		zd_tcp_qp_auto_arm(qp);
 	memcpy(blob, &b, sizeof(b));
 	return sizeof(b);
 }
@@ -350,7 +438,8 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (len == 0) {
 		/* A peer without a data path (a bare CM peer): connected,
-		 * but every DTO completes flushed. */
+		 * but every DTO completes flushed (and the CM keeps its
+		 * socket: qp_carry answers 0). */
 		atomic_store(&qp->error, 1);
 		zd_tcp_qp_progress(qp, ZD_TCP_W_FLUSH);
 		return DAT_SUCCESS;
@@ -362,32 +451,37 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	if (__atomic_load_n(&qp->stale, __ATOMIC_ACQUIRE) && zd_tcp_qp_reset(ep) != DAT_SUCCESS)
 		return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	if (le32toh(b.magic) != ZD_TCP_BLOB_MAGIC || le16toh(b.version) != ZD_TCP_WIRE_VERSION ||
-	    le64toh(b.token) == qp->token || b.port == 0) {
+	    (qp->blob_sent && le64toh(b.token) == qp->token)) {
 		zd_log_error("tcp: the peer's QP speaks another protocol version (%u, want %u)",
 			     le16toh(b.version), ZD_TCP_WIRE_VERSION);
 		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	}
 	zd_tcp_qp_lock(qp);
-	if (qp->cstate != ZD_TCP_IDLE || atomic_load(&qp->error)) {
+	if (qp->cstate != ZD_TCP_IDLE || atomic_load(&qp->error) || qp->peer_ok) {
 		zd_tcp_qp_unlock(qp);
 		return DAT_ERROR(DAT_INVALID_STATE, DAT_NO_SUBTYPE);
 	}
+	qp->peer_ok = true;
 	qp->peer_token = le64toh(b.token);
-	qp->peer_addr = b.addr;
-	qp->peer_port = b.port;
-	qp->connector = qp->token < qp->peer_token;
-	if (!qp->connector) {
-		/* The peer connects to our listener; accepted on progress. */
-		if (accept_spare_take(qp) < 0) {
-			zd_tcp_qp_unlock(qp);
-			return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-		}
-		zd_tcp_qp_set_cstate(qp, ZD_TCP_LISTEN);
+	if (!qp->blob_sent) {
+		/* Passive: our blob (REP) follows and says what we chose. */
+		qp->carried = qp->tia->auto_progress && (le32toh(b.flags) & ZD_TCP_BLOB_CARRY);
 		zd_tcp_qp_unlock(qp);
-		zd_tcp_qp_auto_arm(qp);
 		return DAT_SUCCESS;
 	}
-	zd_tcp_fd_close(qp, &qp->lis_fd);
+	/* Active: the passive side chose. */
+	qp->carried = qp->tia->auto_progress && (le32toh(b.flags) & ZD_TCP_BLOB_CARRY);
+	if (qp->carried) {
+		/* The CM's socket comes once the connection is established. */
+		zd_tcp_qp_unlock(qp);
+		return DAT_SUCCESS;
+	}
+	if (b.port == 0) {
+		zd_tcp_qp_unlock(qp);
+		zd_log_error("tcp: the peer's QP names no data connection to open");
+		return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	}
+	qp->connector = true;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		/* Out of descriptors: the CM refuses the connection (and says
@@ -406,7 +500,11 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 				    "flush)", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port),
 				    strerror(errno));
 		close(fd);
-		goto err;
+		zd_tcp_qp_set_cstate(qp, ZD_TCP_DOWN);
+		atomic_store(&qp->error, 1);
+		zd_tcp_qp_unlock(qp);
+		zd_tcp_qp_progress(qp, ZD_TCP_W_FLUSH);
+		return DAT_SUCCESS;  /* the CM's connection stands; DTOs flush */
 	}
 	fd_set_data(qp, fd);
 	zd_tcp_qp_set_cstate(qp, ZD_TCP_CONNECTING);
@@ -415,18 +513,73 @@ DAT_RETURN zd_tcp_qp_connect(struct zd_ep *ep, const void *peer_blob, size_t len
 	/* Start the handshake now if the connect is already through. */
 	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
 	return DAT_SUCCESS;
-err:
-	zd_tcp_qp_set_cstate(qp, ZD_TCP_DOWN);
-	atomic_store(&qp->error, 1);
+}
+
+int zd_tcp_qp_carry(struct zd_ep *ep, int fd)
+{
+	struct zd_tcp_qp *qp = ep->dev_priv;
+	int one = 1;
+
+	if (!qp || qp->ud)
+		return 0;
+	zd_tcp_qp_lock(qp);
+	if (!qp->peer_ok || !qp->carried) {
+		/* A bare CM peer (its socket speaks only CM frames), or a
+		 * data connection of our own. */
+		zd_tcp_qp_unlock(qp);
+		return 0;
+	}
+	if (qp->cstate != ZD_TCP_IDLE || atomic_load(&qp->error)) {
+		zd_tcp_qp_unlock(qp);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	carried_mark(fd, true);
+	pthread_mutex_lock(&qp->fd_lock);
+	qp->fd = fd;
+	fd_register(qp, fd);
+	pthread_mutex_unlock(&qp->fd_lock);
+	qp->rx_hgot = 0;
+	qp->rx_off = qp->rx_end = 0;
+	zd_tcp_qp_set_cstate(qp, ZD_TCP_UP);
 	zd_tcp_qp_unlock(qp);
-	zd_tcp_qp_progress(qp, ZD_TCP_W_FLUSH);
-	return DAT_SUCCESS;  /* the CM's connection stands; DTOs flush */
+	qp->hello_sent = qp->hello_rcvd = true;  /* no HELLO: the CM's exchange was it */
+	/* Ours from here: the IA's thread reads it (the CM's frames among
+	 * the data), requests posted before the hand-over go out, the peer's
+	 * first frames are read. */
+	zd_tcp_qp_auto_arm(qp);
+	zd_tcp_qp_progress(qp, ZD_TCP_W_TX | ZD_TCP_W_RX);
+	return 1;
+}
+
+int zd_tcp_qp_cm_send(struct zd_ep *ep, unsigned type, uint64_t id)
+{
+	struct zd_tcp_qp *qp = ep->dev_priv;
+	uint32_t tail, i;
+
+	/* Producers: callers hold zd_cm.lock, one at a time. */
+	if (!qp || qp->ud)
+		return -1;
+	tail = atomic_load_explicit(&qp->ctl_tail, memory_order_relaxed);
+	/* acquire: pairs with the holder's release of ctl_head: the slot
+	 * is no longer read. */
+	if (tail - atomic_load_explicit(&qp->ctl_head, memory_order_acquire) >= ZD_TCP_CTL_DEPTH)
+		return -1;  /* the peer reads nothing: a lost PING is a silence */
+	i = tail % ZD_TCP_CTL_DEPTH;
+	qp->ctl[i].type = type;
+	qp->ctl[i].id = id;
+	/* A DISC or DISC_ACK follows every request posted before it. */
+	qp->ctl[i].after = type == ZD_TCP_CM_PING || type == ZD_TCP_CM_PONG
+				   ? 0 : atomic_load_explicit(&qp->sq_tail, memory_order_acquire);
+	/* release: pairs with the holder's acquire load of ctl_tail. */
+	atomic_store_explicit(&qp->ctl_tail, tail + 1, memory_order_release);
+	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
+	return 0;
 }
 
 DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep)
 {
 	struct zd_tcp_qp *qp = ep->dev_priv;
-	int rc;
 
 	/* (A UD EP is never DISCONNECTED: dat_ep_reset does not reach here.) */
 	if (!qp || qp->ud)
@@ -443,11 +596,10 @@ DAT_RETURN zd_tcp_qp_reset(struct zd_ep *ep)
 	qp->stale = false;
 	qp->lw_sent = false;
 	qp_state_init(qp);
-	rc = qp_listen(qp);
 	/* Work asked of the old connection (a flush) must not hit the new. */
 	atomic_store(&qp->want, 0);
 	zd_tcp_qp_unlock(qp);
-	return rc == 0 ? DAT_SUCCESS : DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+	return DAT_SUCCESS;
 }
 
 void zd_tcp_qp_destroy(struct zd_ep *ep)

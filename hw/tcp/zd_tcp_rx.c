@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "core/zd_cm.h"
 #include "core/zd_ep.h"
 #include "core/zd_keys.h"
 #include "hw/soft/zd_soft_copy.h"
@@ -212,6 +213,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		.expect_seq = qp->rx_expect,
 		.max_payload = ZD_TCP_MAX_PAYLOAD,
 		.hello_rcvd = qp->hello_rcvd,
+		.carried = qp->carried,
 	};
 	enum zd_tcp_frame_verdict v = zd_tcp_frame_check(h, &lim);
 	uint32_t seq = le32toh(h->seq), len = le32toh(h->len);
@@ -236,6 +238,11 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 	}
 	/* zd_tcp_frame_check did the seq, len and rlen rules per op. */
 	switch (h->op) {
+	case ZD_TCP_OP_CM:
+		/* The peer's CM, in stream order (after the data before it). */
+		zd_cm_dev_frame(qp->ep, rlen, le64toh(h->value));
+		qp->rx_hgot = 0;
+		return RX_OK;
 	case ZD_TCP_OP_SEND:
 		if (qp->eager_head != qp->eager_tail || !take_recv(qp, &qp->rx_recv)) {
 			/* No receive for it (yet): early sends wait in order. */
@@ -568,7 +575,10 @@ io:
 			qp->rx_off = qp->rx_end = 0;
 			return;
 		}
-		zd_tcp_qp_break(qp);
+		if (n == 0)
+			zd_tcp_qp_break_eof(qp);
+		else
+			zd_tcp_qp_break(qp);
 		return;
 	}
 }

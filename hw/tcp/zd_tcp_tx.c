@@ -1,6 +1,7 @@
 /*
  * The send side of a tcp QP (holder only): the next frame is built (HELLO,
- * ACK, read or atomic response, or the next request of the send queue) and
+ * a CM frame whose turn came, ACK, read or atomic response, or the next
+ * request of the send queue) and
  * written with one send (a small frame, copied whole into one buffer) or
  * one sendmsg (header and segments in one iovec), the rest on the next
  * progress; a refused request is NAKed; requests complete in post
@@ -44,6 +45,49 @@ static void tx_segs(struct zd_tcp_qp *qp, const struct zd_tcp_seg *seg, uint32_t
 		}
 }
 
+/* A CM frame is queued (qp_cm_send) and its turn came: the requests
+ * posted before it went out. */
+static inline bool ctl_ready(struct zd_tcp_qp *qp)
+{
+	uint32_t head = atomic_load_explicit(&qp->ctl_head, memory_order_relaxed);
+
+	/* relaxed first: the usual case, nothing queued, costs no barrier;
+	 * acquire: pairs with qp_cm_send's release store of ctl_tail. */
+	if (ZD_LIKELY(head == atomic_load_explicit(&qp->ctl_tail, memory_order_relaxed)) ||
+	    head == atomic_load_explicit(&qp->ctl_tail, memory_order_acquire))
+		return false;
+	return qp->sq_tx >= qp->ctl[head % ZD_TCP_CTL_DEPTH].after;
+}
+
+/* The next queued CM frame into @h, taken off the queue. */
+static void ctl_build(struct zd_tcp_qp *qp, struct zd_tcp_hdr *h)
+{
+	uint32_t head = atomic_load_explicit(&qp->ctl_head, memory_order_relaxed);
+	uint32_t i = head % ZD_TCP_CTL_DEPTH;
+
+	hdr_init(h, ZD_TCP_OP_CM, 0);
+	h->rlen = htole32(qp->ctl[i].type);
+	h->value = htole64(qp->ctl[i].id);
+	/* release: pairs with qp_cm_send's acquire load: the slot is read. */
+	atomic_store_explicit(&qp->ctl_head, head + 1, memory_order_release);
+}
+
+void zd_tcp_tx_ctl_last(struct zd_tcp_qp *qp)
+{
+	struct zd_tcp_hdr h[ZD_TCP_CTL_DEPTH];
+	int n = 0;
+
+	if (qp->tx_busy || qp->fd < 0)
+		return;  /* in the middle of a frame: the peer sees the end only */
+	while (n < ZD_TCP_CTL_DEPTH &&
+	       atomic_load_explicit(&qp->ctl_head, memory_order_relaxed) !=
+		       atomic_load_explicit(&qp->ctl_tail, memory_order_acquire))
+		ctl_build(qp, &h[n++]);
+	if (n && send(qp->fd, h, (size_t)n * sizeof(h[0]), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* lost: the peer sees the end instead */
+	}
+}
+
 /* Builds the next frame to send; false if there is none. */
 static bool tx_build(struct zd_tcp_qp *qp)
 {
@@ -59,12 +103,16 @@ static bool tx_build(struct zd_tcp_qp *qp)
 		if (!qp->connector && !qp->hello_rcvd)
 			return false;
 		hdr_init(h, ZD_TCP_OP_HELLO, 0);
-		h->token = htole64(qp->peer_token);
+		h->value = htole64(qp->peer_token);
 		qp->hello_sent = true;
 		return true;
 	}
 	if (!qp->hello_rcvd)
 		return false;
+	if (ctl_ready(qp)) {
+		ctl_build(qp, h);
+		return true;
+	}
 	if (qp->ack_pending) {
 		hdr_init(h, ZD_TCP_OP_ACK, qp->ack_seq);
 		qp->ack_pending = false;

@@ -101,8 +101,8 @@ int zd_tcp_ud_open(struct zd_tcp_qp *qp)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
-	qp->lis_addr = sa.sin_addr.s_addr;
-	qp->lis_port = sa.sin_port;
+	ud->addr = sa.sin_addr.s_addr;
+	ud->port = sa.sin_port;
 	ud->qpn = atomic_fetch_add_explicit(&next_qpn, 1, memory_order_relaxed);
 	if (getrandom(&ud->key, sizeof(ud->key), 0) != sizeof(ud->key))
 		ud->key = (uint64_t)(uintptr_t)qp ^ ((uint64_t)getpid() << 32) ^ ud->qpn;
@@ -125,8 +125,8 @@ size_t zd_tcp_ud_blob(struct zd_tcp_qp *qp, void *blob, size_t max)
 	memset(&b, 0, sizeof(b));
 	b.magic = htole32(ZD_TCP_UD_BLOB_MAGIC);
 	b.version = htole16(ZD_TCP_UD_VERSION);
-	b.addr = qp->lis_addr;
-	b.port = qp->lis_port;
+	b.addr = qp->ud->addr;
+	b.port = qp->ud->port;
 	b.qpn = htole32(qp->ud->qpn);
 	b.key = htole64(qp->ud->key);
 	memcpy(blob, &b, sizeof(b));

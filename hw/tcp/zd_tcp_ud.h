@@ -22,6 +22,8 @@ struct zd_tcp_qp;
 struct zd_tcp_ud {
 	uint32_t qpn;                     /* unique in this process */
 	uint64_t key;                     /* random: datagrams must name it */
+	uint32_t addr;                    /* its socket's, network order (the blob) */
+	uint16_t port;
 	/* Datagrams dropped (progress holder): no receive posted, not for
 	 * this QP, and by the kernel for want of socket buffer room (its
 	 * count, SO_RXQ_OVFL).  ZDAPL_TCP_DEBUG=1 logs each drop. */

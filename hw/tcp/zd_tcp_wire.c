@@ -26,7 +26,7 @@ enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
 			return ZD_TCP_FRAME_NO_HELLO;
 		if (len != 0)
 			return ZD_TCP_FRAME_BAD_LEN;
-		if (le64toh(h->token) != lim->token)
+		if (le64toh(h->value) != lim->token)
 			return ZD_TCP_FRAME_BAD_TOKEN;
 		return ZD_TCP_FRAME_OK;
 	}
@@ -62,6 +62,20 @@ enum zd_tcp_frame_verdict zd_tcp_frame_check(const struct zd_tcp_hdr *h,
 	case ZD_TCP_OP_NAK:
 	case ZD_TCP_OP_ATOMIC_RESP:
 		return len ? ZD_TCP_FRAME_BAD_LEN : ZD_TCP_FRAME_OK;
+	case ZD_TCP_OP_CM:
+		if (!lim->carried)
+			return ZD_TCP_FRAME_BAD_OP;  /* the CM has a socket of its own */
+		if (len)
+			return ZD_TCP_FRAME_BAD_LEN;
+		switch (le32toh(h->rlen)) {
+		case ZD_TCP_CM_DISC:
+		case ZD_TCP_CM_DISC_ACK:
+		case ZD_TCP_CM_PING:
+		case ZD_TCP_CM_PONG:
+			return ZD_TCP_FRAME_OK;
+		default:
+			return ZD_TCP_FRAME_BAD_CM;
+		}
 	default:
 		return ZD_TCP_FRAME_BAD_OP;  /* a second HELLO */
 	}
@@ -81,6 +95,7 @@ const char *zd_tcp_frame_verdict_str(enum zd_tcp_frame_verdict v)
 		[ZD_TCP_FRAME_NO_HELLO] = "first frame not a HELLO",
 		[ZD_TCP_FRAME_BAD_TOKEN] = "HELLO with a wrong token",
 		[ZD_TCP_FRAME_BAD_ALIGN] = "atomic on a misaligned word",
+		[ZD_TCP_FRAME_BAD_CM] = "CM frame of a type the stream does not carry",
 	};
 
 	return (unsigned)v < ZD_TCP_FRAME_VERDICT_END ? s[v] : "?";

@@ -1,30 +1,51 @@
 /*
- * Wire protocol of the zdapl-tcp data path, version 2 (version 1 had no
- * IB extension frames: WRITE_IMM, FETCH_ADD, CMP_SWAP, ATOMIC_RESP).
+ * Wire protocol of the zdapl-tcp data path, version 3 (version 2 always
+ * opened a TCP connection of its own per QP, after the CM's, with a token
+ * HELLO; version 1 had no IB extension frames: WRITE_IMM, FETCH_ADD,
+ * CMP_SWAP, ATOMIC_RESP).
  *
- * One TCP connection per connected QP (TCP_NODELAY, non-blocking on both
- * ends), separate from the connection manager's socket.  Every multi-byte
- * field is little-endian.
+ * With progress=thread on both sides (the default) the data path rides
+ * the connection manager's TCP connection ("carried"): once the
+ * CM connection is ESTABLISHED (the active side sent RTU, the passive side
+ * read it), each side's CM hands its socket to the QP (qp_carry), and
+ * every byte after the RTU is a frame of this protocol (TCP_NODELAY,
+ * non-blocking on both ends): one descriptor per connected EP, no
+ * listener, no second handshake.  The CM's own frames of an established
+ * connection (DISC, DISC_ACK, PING, PONG: core/zd_cm_wire.h) travel as CM
+ * frames of this protocol, in the stream: a DISC follows every DTO posted
+ * before it, as on InfiniBand.  Every multi-byte field is little-endian.
  *
- * Setting up (see zd_tcp.h for who does what):
- *  - qp_create opens a listener on the IA address (port chosen by the
- *    kernel) and draws a random 64-bit token; qp_local_blob carries
- *    struct zd_tcp_blob (magic, version, IPv4 address and port of that
- *    listener, token) to the peer through the CM.
- *  - Of the two QPs, the one with the numerically smaller token connects to
- *    the other's listener; the other accepts (lazily, on its next progress).
- *  - Each side's first frame is HELLO, carrying the *peer's* token: only a
+ * Setting up: qp_local_blob carries struct zd_tcp_blob to the peer through
+ * the CM, and qp_connect checks the peer's: a blob of another version is
+ * refused (so two builds that disagree on the frames never connect).  The
+ * active side's REQ blob says whether it can ride the CM's socket
+ * (ZD_TCP_BLOB_CARRY: its IA's thread reads the stream, progress=thread),
+ * the passive side's REP blob whether they will (it can, and the active
+ * side can).  Carried, the socket is the one the CM connection was set up
+ * on, so the peer is the process that took part in the CM exchange.
+ *
+ * A data connection of its own (progress=manual on either side: see
+ * zd_tcp.h for why):
+ *  - each side draws a random 64-bit token for its blob; the passive
+ *    side's also names its listener (IA address, port chosen by the
+ *    kernel), opened when its blob is made;
+ *  - the active side connects to that listener; the passive side accepts
+ *    (lazily, on its next progress);
+ *  - each side's first frame is HELLO, carrying the *peer's* token: only a
  *    process that saw the peer's blob (through the CM) knows it.  A frame
  *    with another magic or version, or a HELLO with a wrong token, is a
  *    foreign peer: the acceptor drops that socket and keeps listening, the
- *    connector breaks the QP.  A blob of another version is refused by
- *    qp_connect (so two builds that disagree on the frames never connect).
+ *    connector breaks the QP.  The CM's frames stay on the CM's socket.
  *
  * Frames: a fixed 40-byte header, then `len` payload bytes (only SEND,
  * RDMA_WRITE, WRITE_IMM, READ_RESP and the two atomics have payload).
  *
  *  op          seq                 rkey/raddr      rlen/imm     payload
- *  HELLO       0                   0               0            none; token = peer's token
+ *  HELLO       0                   0               0            none; value = peer's token
+ *                                                               (a data connection of its own)
+ *  CM          0                   0               CM type      none; value = the CM header's
+ *                                                               conn_qual (its sender's id)
+ *                                                               (carried only)
  *  SEND        request seq         -               -            message (flags: SOLICITED)
  *  RDMA_WRITE  request seq         target range    -            data
  *  READ_REQ    request seq         source range    bytes asked  none
@@ -83,7 +104,7 @@
 #include "core/zd_range.h"   /* zd_range_in, for the receiver's checks */
 
 #define ZD_TCP_WIRE_MAGIC    0x5044545au  /* "ZTDP" little-endian */
-#define ZD_TCP_WIRE_VERSION  2
+#define ZD_TCP_WIRE_VERSION  3
 #define ZD_TCP_BLOB_MAGIC    0x424f4c42u  /* "BLOB" */
 
 /* Largest payload of one frame: the device's message and RDMA limit. */
@@ -101,8 +122,16 @@ enum zd_tcp_op {
 	ZD_TCP_OP_FETCH_ADD = 9,
 	ZD_TCP_OP_CMP_SWAP = 10,
 	ZD_TCP_OP_ATOMIC_RESP = 11,
-	ZD_TCP_OP_MAX = ZD_TCP_OP_ATOMIC_RESP,
+	ZD_TCP_OP_CM = 12,
+	ZD_TCP_OP_MAX = ZD_TCP_OP_CM,
 };
+
+/* The CM frame types a CM frame of the stream may carry (the values of
+ * core/zd_cm_wire.h's enum zd_cm_msg_type; the CM checks them again). */
+#define ZD_TCP_CM_DISC     5
+#define ZD_TCP_CM_DISC_ACK 6
+#define ZD_TCP_CM_PING     10
+#define ZD_TCP_CM_PONG     11
 
 /* The word an atomic works on, and the operands each atomic carries. */
 #define ZD_TCP_ATOMIC_WORD      8u
@@ -120,14 +149,13 @@ struct zd_tcp_hdr {
 	uint32_t len;        /* payload bytes after the header */
 	uint32_t rkey;
 	union {
-		uint32_t rlen;   /* READ_REQ: bytes asked; NAK: status */
+		uint32_t rlen;   /* READ_REQ: bytes asked; NAK: status; CM: its type */
 		uint32_t imm;    /* WRITE_IMM: the immediate data */
 	};
 	uint64_t raddr;
-	union {
-		uint64_t token;  /* HELLO: the receiver's token */
-		uint64_t value;  /* ATOMIC_RESP: the word's value before the atomic */
-	};
+	uint64_t value;      /* ATOMIC_RESP: the word's value before the atomic;
+			      * CM: the CM header's conn_qual; HELLO: the
+			      * receiver's token */
 } __attribute__((packed));
 _Static_assert(sizeof(struct zd_tcp_hdr) == 40, "wire header is 40 bytes");
 
@@ -135,11 +163,14 @@ _Static_assert(sizeof(struct zd_tcp_hdr) == 40, "wire header is 40 bytes");
 struct zd_tcp_blob {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t port;       /* network order */
+	uint16_t port;       /* the passive side's listener, network order (or 0) */
 	uint32_t addr;       /* IPv4, network order */
-	uint32_t pad;
+	uint32_t flags;      /* ZD_TCP_BLOB_* */
 	uint64_t token;
 } __attribute__((packed));
+
+/* REQ: the active side can ride the CM's socket; REP: both will. */
+#define ZD_TCP_BLOB_CARRY 0x1u
 _Static_assert(sizeof(struct zd_tcp_blob) == 24, "blob is 24 bytes");
 
 /* ---- validation (zd_tcp_wire.c): pure functions, no I/O, no QP ----
@@ -152,14 +183,18 @@ struct zd_tcp_wire_limits {
 	uint64_t token;          /* our token: the peer's HELLO must carry it */
 	uint32_t expect_seq;     /* next request seq from the peer */
 	uint32_t max_payload;    /* ZD_TCP_MAX_PAYLOAD */
-	bool hello_rcvd;         /* the peer's HELLO came: no other frame before it */
+	bool hello_rcvd;         /* the peer's HELLO came (carried: none comes):
+				  * no other frame before it */
+	bool carried;            /* the stream carries the CM's frames too */
 };
 
 enum zd_tcp_frame_verdict {
 	ZD_TCP_FRAME_OK = 0,
 	ZD_TCP_FRAME_BAD_MAGIC,
 	ZD_TCP_FRAME_BAD_VERSION,
-	ZD_TCP_FRAME_BAD_OP,     /* unknown op, or a HELLO after the HELLO */
+	ZD_TCP_FRAME_BAD_OP,     /* unknown op, a HELLO after the HELLO (or on a
+				  * carried stream), a CM frame on a stream
+				  * that does not carry them */
 	ZD_TCP_FRAME_TOO_LONG,   /* len > max_payload */
 	ZD_TCP_FRAME_BAD_LEN,    /* payload on an op that carries none, or an
 				  * atomic's operands of the wrong length */
@@ -168,6 +203,7 @@ enum zd_tcp_frame_verdict {
 	ZD_TCP_FRAME_NO_HELLO,   /* first frame is not a HELLO */
 	ZD_TCP_FRAME_BAD_TOKEN,  /* HELLO from a process that never saw our blob */
 	ZD_TCP_FRAME_BAD_ALIGN,  /* an atomic on a word that is not 8-byte aligned */
+	ZD_TCP_FRAME_BAD_CM,     /* a CM frame of a type the stream does not carry */
 	ZD_TCP_FRAME_VERDICT_END
 };
 

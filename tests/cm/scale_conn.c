@@ -17,10 +17,12 @@
  * /proc/self/smaps_rollup) per connected EP after the traffic, idle CPU.
  * Exit 0 only if every connection was established, every message and
  * write arrived, every disconnect completed, and no side holds more than
- * -f descriptors per connection.  Exit 77 when the
+ * -f descriptors per connection (and, with -u, no more than -u per EP
+ * made but not yet connected).  Exit 77 when the
  * descriptors the run needs exceed RLIMIT_NOFILE (with the figure).
  *
  * usage: zd_scale_conn -P <ia_name> -n <pairs> [-b <batch>] [-f <fds per pair>]
+ *                      [-u <fds per unconnected EP>]
  */
 #include <arpa/inet.h>
 #include <dat2/udat.h>
@@ -45,6 +47,7 @@
 
 static const char *ia_name = "zdapl-shm";
 static unsigned npairs = 2000, batch = 256, fds_per_pair = 2;
+static int fds_per_unconnected = -1;  /* -u: checked when >= 0 */
 
 #define DIE(...)                                                           \
 	do {                                                               \
@@ -135,6 +138,7 @@ struct side {
 	DAT_LMR_CONTEXT lkey;
 	DAT_RMR_CONTEXT rkey;
 	unsigned fds0;
+	unsigned fds_eps;               /* with the EPs made, none connected */
 	uint64_t rss0, pss0;
 	uint64_t rss_up, pss_up;        /* all connected, before any traffic */
 };
@@ -182,6 +186,11 @@ static void side_eps(struct side *s)
 		OK(dat_ep_create(s->ia, s->pz, s->rcv, s->req, s->conn, &a, &s->ep[i]));
 		OK(dat_ep_post_recv(s->ep[i], 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG));
 	}
+	s->fds_eps = fd_count();
+	if (fds_per_unconnected >= 0 &&
+	    s->fds_eps > s->fds0 + npairs * (unsigned)fds_per_unconnected + 16)
+		DIE("%u descriptors for %u EPs not connected yet, more than %d each",
+		    s->fds_eps - s->fds0, npairs, fds_per_unconnected);
 }
 
 static DAT_EVENT_NUMBER wait_ev(DAT_EVD_HANDLE evd, DAT_EVENT *ev)
@@ -229,10 +238,12 @@ static void report(const char *side, struct side *s, double connect_s, double id
 	printf("zd_scale_conn: %s %s pairs=%u", ia_name, side, npairs);
 	if (connect_s > 0)
 		printf(" connect_s=%.3f conn_per_s=%.0f", connect_s, npairs / connect_s);
-	printf(" fds_before=%u fds_after=%u fds_per_conn=%.2f connected: rss_per_ep_B=%.0f "
+	printf(" fds_before=%u fds_unconnected_per_ep=%.2f fds_after=%u fds_per_conn=%.2f "
+	       "connected: rss_per_ep_B=%.0f "
 	       "pss_per_ep_B=%.0f after traffic: rss_per_ep_B=%.0f pss_per_ep_B=%.0f "
 	       "idle_cpu_ms=%.1f\n",
-	       s->fds0, fds, (double)(fds - s->fds0) / npairs,
+	       s->fds0, (double)(s->fds_eps - s->fds0) / npairs, fds,
+	       (double)(fds - s->fds0) / npairs,
 	       (double)(s->rss_up - s->rss0) * 1024 / npairs,
 	       (double)(s->pss_up - s->pss0) * 1024 / npairs,
 	       (double)(rss - s->rss0) * 1024 / npairs, (double)(pss - s->pss0) * 1024 / npairs,
@@ -412,15 +423,16 @@ int main(int argc, char **argv)
 	int opt, sv[2];
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "P:n:b:f:")) != -1) {
+	while ((opt = getopt(argc, argv, "P:n:b:f:u:")) != -1) {
 		switch (opt) {
 		case 'P': ia_name = optarg; break;
 		case 'n': npairs = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'b': batch = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'f': fds_per_pair = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'u': fds_per_unconnected = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: %s -P ia_name -n pairs [-b batch] [-f fds per pair]\n",
-				argv[0]);
+			fprintf(stderr, "usage: %s -P ia_name -n pairs [-b batch] [-f fds per pair]"
+				" [-u fds per unconnected EP]\n", argv[0]);
 			return 2;
 		}
 	}

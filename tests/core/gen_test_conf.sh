@@ -8,6 +8,7 @@ line() { echo "$1 u2.0 nonthreadsafe default $lib dapl.2.0 \"$2\" \"\""; }
 {
 	line zdapl-shm "shm"
 	line zdapl-tcp-lo "tcp lo"
+	line zdapl-tcp-lo-manual "tcp lo progress=manual"
 	line zdapl-mlx5sim "mlx5sim"
 	line zdapl-bad-device "bogus"
 	line zdapl-bad-tcp-if "tcp nosuchif0"

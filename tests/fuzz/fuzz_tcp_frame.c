@@ -40,6 +40,7 @@
 #define CFG_RW     0x2  /* region has REMOTE_WRITE */
 #define CFG_RR     0x4  /* region has REMOTE_READ */
 #define CFG_RA     0x8  /* region has DAT_IB_MEM_PRIV_REMOTE_ATOMIC */
+#define CFG_CARRY  0x10 /* the stream is the CM's (no HELLO; CM frames in it) */
 
 /* Receiver state, from the first bytes of the input. */
 struct cfg {
@@ -111,7 +112,8 @@ static void rx_setup(struct rx *r, const struct cfg *c)
 	r->lim.token = TOKEN;
 	r->lim.expect_seq = le32toh(c->expect);
 	r->lim.max_payload = ZD_TCP_MAX_PAYLOAD;
-	r->lim.hello_rcvd = c->flags & CFG_HELLO;
+	r->lim.hello_rcvd = c->flags & (CFG_HELLO | CFG_CARRY);
+	r->lim.carried = c->flags & CFG_CARRY;
 	r->base = (uint64_t)le32toh(c->base) << 12;
 	r->first = r->base + le32toh(c->off);
 	r->tx = r->first + c->nreq % (MAX_REQ + 1);
@@ -180,12 +182,19 @@ static void rx_stream(struct rx *r, const uint8_t *p, size_t left)
 		assert(h.op >= ZD_TCP_OP_HELLO && h.op <= ZD_TCP_OP_MAX);
 		assert(len <= ZD_TCP_MAX_PAYLOAD);
 		if (!r->lim.hello_rcvd) {
-			assert(h.op == ZD_TCP_OP_HELLO && len == 0 && le64toh(h.token) == TOKEN);
+			assert(h.op == ZD_TCP_OP_HELLO && len == 0 && le64toh(h.value) == TOKEN);
 			r->lim.hello_rcvd = true;
 			continue;
 		}
 		assert(h.op != ZD_TCP_OP_HELLO);
 		switch (h.op) {
+		case ZD_TCP_OP_CM:
+			/* handed to the CM, on a carried stream only: header
+			 * only, one of the four types it carries */
+			assert(r->lim.carried && len == 0);
+			assert(rlen == ZD_TCP_CM_DISC || rlen == ZD_TCP_CM_DISC_ACK ||
+			       rlen == ZD_TCP_CM_PING || rlen == ZD_TCP_CM_PONG);
+			break;
 		case ZD_TCP_OP_SEND:
 			assert(seq == r->lim.expect_seq);
 			if (r->eager_n || r->recv_head == r->nrecv) {

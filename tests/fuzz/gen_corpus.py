@@ -12,11 +12,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---- tcp: struct cfg + frames ------------------------------------------
-MAGIC, VERSION, MAXP = 0x5044545A, 2, 1 << 30
+MAGIC, VERSION, MAXP = 0x5044545A, 3, 1 << 30
 HELLO, SEND, WRITE, READ_REQ, READ_RESP, ACK, NAK = range(1, 8)
-WRITE_IMM, FETCH_ADD, CMP_SWAP, ATOMIC_RESP = range(8, 12)
+WRITE_IMM, FETCH_ADD, CMP_SWAP, ATOMIC_RESP, CM = range(8, 13)
+CM_DISC, CM_DISC_ACK, CM_PING, CM_PONG = 5, 6, 10, 11
 TOKEN, RKEY, VBASE, REGION = 0x1122334455667788, 0x5A5A0001, 0x7F0000001000, 4096
-F_HELLO, F_RW, F_RR, F_RA = 1, 2, 4, 8
+F_HELLO, F_RW, F_RR, F_RA, F_CARRY = 1, 2, 4, 8, 16
 OP_SEND, OP_WRITE, OP_READ, OP_ATOMIC = 0, 1, 2, 3
 
 
@@ -49,10 +50,20 @@ def tcp_seeds():
     s['hello_twice'] = c0 + hello() + hello()
     s['no_hello_send'] = c0 + hdr(SEND, ln=4) + b'abcd'
     s['bad_magic'] = c0 + hdr(HELLO, token=TOKEN, magic=0x12345678)
-    s['bad_version'] = c0 + hdr(HELLO, token=TOKEN, version=3)
+    s['bad_version'] = c0 + hdr(HELLO, token=TOKEN, version=4)
+    s['version_2'] = c0 + hdr(HELLO, token=TOKEN, version=2)
     s['old_version'] = c0 + hdr(HELLO, token=TOKEN, version=1)
     s['bad_op_0'] = c0 + hello() + hdr(0)
-    s['bad_op_12'] = c0 + hello() + hdr(12)
+    s['bad_op_13'] = c0 + hello() + hdr(13)
+    # carried: the stream is the CM's (no HELLO), its CM frames in it
+    cc = cfg(flags=F_CARRY | F_RW | F_RR | F_RA, recvs=(16,))
+    s['cm_on_own_socket'] = c0 + hello() + hdr(CM, rlen=CM_PING)
+    s['carried_cm'] = cc + hdr(CM, rlen=CM_PING, token=0x77) + hdr(CM, rlen=CM_PONG, token=0x77) + \
+        hdr(SEND, 0, 8) + b'd' * 8 + hdr(CM, rlen=CM_DISC, token=5) + hdr(CM, rlen=CM_DISC_ACK)
+    s['carried_hello'] = cc + hello()
+    s['carried_cm_bad_type'] = cc + hdr(CM, rlen=1) + hdr(CM, rlen=CM_PING)
+    s['carried_cm_type_0'] = cc + hdr(CM, rlen=0)
+    s['carried_cm_with_len'] = cc + hdr(CM, 0, 4, rlen=CM_PING) + b'abcd'
     s['too_long'] = c0 + hello() + hdr(SEND, ln=MAXP + 1)
     cr = cfg(recvs=(64, 16))
     s['send_recv'] = cr + hello() + hdr(SEND, 0, 32) + b'S' * 32 + hdr(SEND, 1, 16) + b's' * 16
@@ -277,6 +288,8 @@ def write(sub, seeds):
 
 
 if __name__ == '__main__':
-    write('fuzz_tcp_frame', tcp_seeds())
-    write('fuzz_cm_frame', cm_seeds())
-    write('fuzz_tcp_ud', ud_seeds())
+    # arguments: the harnesses to write (default: all)
+    which = sys.argv[1:] or ['fuzz_tcp_frame', 'fuzz_cm_frame', 'fuzz_tcp_ud']
+    seeds = {'fuzz_tcp_frame': tcp_seeds, 'fuzz_cm_frame': cm_seeds, 'fuzz_tcp_ud': ud_seeds}
+    for name in which:
+        write(name, seeds[name]())

@@ -5,12 +5,17 @@
  *  - sends a REQ of its own carrying the client's blob, the QP of that
  *    live connection: the server's new EP must not reach the client's QP
  *    (nothing it sends arrives there);
- *  - (tcp) opens data connections to a listening QP presenting a token
- *    of the live connection: refused, and the QP still takes its own
- *    peer (the right token) afterwards.
+ *  - (tcp) opens data connections to a listening QP (a connection that
+ *    does not ride the CM's socket) presenting a token of the live
+ *    connection: refused, and the QP still takes its own peer (the right
+ *    token) afterwards.
  * Each time the live connection then carries a send each way, in order,
  * as if nothing happened.  On zdapl-shm, zdapl-tcp (lo), zdapl-mlx5sim.
+ * (zdapl-tcp's live connection rides the CM's socket: the relay passes
+ * the stream on after the RTU.)
  */
+#include <poll.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include "hostile.h"
@@ -146,7 +151,33 @@ struct relay {
 	uint8_t req[ZD_CM_FRAME_MAX], rep[ZD_CM_FRAME_MAX];
 	size_t req_len, rep_len;
 	uint32_t s_sent, c_sent;
+	pthread_t pump;                 /* after the RTU: the two legs joined */
 };
+
+/* Passes on what either leg brings after the RTU (tcp's data and the CM
+ * frames of the stream; the CM's PINGs elsewhere) until one ends. */
+static void *relay_pump(void *arg)
+{
+	struct relay *r = arg;
+	struct pollfd p[2] = { { .fd = r->fd_c, .events = POLLIN }, { .fd = r->fd_s, .events = POLLIN } };
+	uint8_t buf[65536];
+
+	while (poll(p, 2, -1) > 0) {
+		for (int i = 0; i < 2; i++) {
+			ssize_t n;
+
+			if (!p[i].revents)
+				continue;
+			n = recv(p[i].fd, buf, sizeof(buf), 0);
+			if (n <= 0 || send(p[1 - i].fd, buf, (size_t)n, MSG_NOSIGNAL) != n) {
+				shutdown(r->fd_c, SHUT_RDWR);
+				shutdown(r->fd_s, SHUT_RDWR);
+				return NULL;
+			}
+		}
+	}
+	return NULL;
+}
 
 static void accept_cr(struct peer *s, DAT_EP_HANDLE ep)
 {
@@ -183,6 +214,7 @@ static void relay_up(struct relay *r, const struct peer_dev *dev, struct peer_jo
 	frame_send(r->fd_c, r->rep, r->rep_len);
 	CHK(frame_recv(r->fd_c, f, &n) == ZD_CM_MSG_RTU);
 	frame_send(r->fd_s, f, n);
+	CHK(pthread_create(&r->pump, NULL, relay_pump, r) == 0);
 	CHK(wait_ev(r->s.n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ESTABLISHED);
 	CHK(msg_recv(r->s.fd, 10000) == 1);
 	for (int i = 0; i < 8; i++) {
@@ -215,6 +247,9 @@ static void relay_down(struct relay *r)
 {
 	msg_send(r->s.fd, 0);
 	CHK(reap(r->s.pid, 20000) == 0);
+	shutdown(r->fd_c, SHUT_RDWR);
+	shutdown(r->fd_s, SHUT_RDWR);
+	pthread_join(r->pump, NULL);
 	close(r->fd_c);
 	close(r->fd_s);
 	close(r->lis);
@@ -269,7 +304,8 @@ Test(hostile_replay, tcp_blob) { replay_blob_case(&tcp); }
 Test(hostile_replay, mlx5sim_blob) { replay_blob_case(&mlx5sim); }
 
 /* tcp: a QP that listens for its peer's data connection (the server's,
- * given a blob with token 0: the larger token listens) is offered HELLOs
+ * given a blob that does not offer to ride the CM's socket, as a
+ * progress=manual peer's: the passive side listens) is offered HELLOs
  * carrying the live connection's tokens: each such connection is closed,
  * and the right token is still taken after them. */
 static int hello_answer(uint16_t port, uint64_t token)
@@ -281,7 +317,7 @@ static int hello_answer(uint16_t port, uint64_t token)
 	h.magic = htole32(ZD_TCP_WIRE_MAGIC);
 	h.version = ZD_TCP_WIRE_VERSION;
 	h.op = ZD_TCP_OP_HELLO;
-	h.token = htole64(token);
+	h.value = htole64(token);
 	CHK(send(fd, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h));
 	return fd;
 }
@@ -333,7 +369,7 @@ Test(hostile_replay, tcp_token)
 	/* The right token: taken, and answered with the server's HELLO. */
 	bad = hello_answer(ntohs(e3.port), le64toh(e3.token));
 	CHK(recv(bad, &h, sizeof(h), MSG_WAITALL) == (ssize_t)sizeof(h));
-	CHK(h.op == ZD_TCP_OP_HELLO && le64toh(h.token) == 0);
+	CHK(h.op == ZD_TCP_OP_HELLO && le64toh(h.value) == 0);
 	live_round(&r);
 	close(bad);
 	close(fd);

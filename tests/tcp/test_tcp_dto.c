@@ -345,6 +345,74 @@ Test(tcp, srq_sends_before_disconnect_delivered, .timeout = 60)
 	eager_outlives_disconnect(&tcp, 0, EAGER_SRQ | EAGER_DISCONNECT);
 }
 
+/* ---- a graceful disconnect follows the data posted before it ----
+ * The client posts ORDER_N sends (distinct lengths, from ORDER_SLOTS
+ * patterned slots) and disconnects at once, most of them still in its
+ * send queue: the DISC travels behind them in the stream (as on
+ * InfiniBand), so every send completes, and every receive of the server
+ * completed, in order and whole, before its DISCONNECTED. */
+#define ORDER_N     32
+#define ORDER_SLOTS 4
+#define ORDER_SLOT  (BUF / ORDER_SLOTS)
+
+static size_t order_len(int i)
+{
+	return ORDER_SLOT - 8 * (size_t)i;
+}
+
+static int c_disc_order(int fd, void *arg)
+{
+	struct peer p;
+	DAT_EVENT ev;
+
+	(void)arg;
+	client_open(&p, &tcp, 0, fd, NULL);
+	for (int k = 0; k < ORDER_SLOTS; k++)
+		fill(p.buf + (size_t)k * ORDER_SLOT, ORDER_SLOT, (uint8_t)(k + 1));
+	for (int i = 0; i < ORDER_N; i++) {
+		DAT_LMR_TRIPLET iov = seg(&p, (size_t)(i % ORDER_SLOTS) * ORDER_SLOT, order_len(i));
+
+		post_send(p.ep, 1, &iov, (uint64_t)i);
+	}
+	CHK_RET(dat_ep_disconnect(p.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+	CHK(wait_ev(p.n.conn_evd, 20 * SEC, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	for (int i = 0; i < ORDER_N; i++)
+		CHK(dto_wait(p.req, 10 * SEC, (uint64_t)i, NULL) == DAT_DTO_SUCCESS);
+	msg_send(fd, 1);
+	return client_done(&p);
+}
+
+Test(tcp, disconnect_follows_data_posted_before, .timeout = 60)
+{
+	struct peer p;
+
+	server_start(&p, &tcp, 0, c_disc_order, NULL);
+	for (int i = 0; i < ORDER_N; i++) {
+		DAT_LMR_TRIPLET iov = seg(&p, (size_t)(i % ORDER_SLOTS) * ORDER_SLOT, ORDER_SLOT);
+
+		post_recv(p.ep, 1, &iov, 100 + (uint64_t)i);
+	}
+	server_up(&p);
+	CHK(wait_ev(p.n.conn_evd, 20 * SEC, NULL) == DAT_CONNECTION_EVENT_DISCONNECTED);
+	/* Completed already (a dequeue, no wait), none flushed. */
+	for (int i = 0; i < ORDER_N; i++) {
+		DAT_COUNT len;
+
+		CHK(dto_wait(p.rcv, 0, 100 + (uint64_t)i, &len) == DAT_DTO_SUCCESS);
+		CHK(len == (DAT_COUNT)order_len(i));
+	}
+	for (int k = 0; k < ORDER_SLOTS; k++) {
+		uint8_t want[ORDER_SLOT];
+
+		/* the slot's last message, ORDER_N - ORDER_SLOTS + k */
+		fill(want, ORDER_SLOT, (uint8_t)(k + 1));
+		CHK(memcmp(p.buf + (size_t)k * ORDER_SLOT, want,
+			   order_len(ORDER_N - ORDER_SLOTS + k)) == 0);
+	}
+	msg_recv(p.fd, 10000);
+	server_done(&p);
+}
+
 /* ---- a malformed frame on the data socket breaks that connection only ---- */
 
 static int c_malformed(int fd, void *arg)
@@ -500,7 +568,7 @@ Test(tcp, cno_wait_woken_by_arriving_send, .timeout = 60)
 	peer_close(&p);
 }
 
-/* ---- the data socket dies under a live CM connection: BROKEN ---- */
+/* ---- the connection's socket dies (the data and the CM ride it): BROKEN ---- */
 
 static int c_datadeath(int fd, void *arg)
 {
@@ -513,7 +581,7 @@ static int c_datadeath(int fd, void *arg)
 	send_wait(&p, p.ep, 0, 8, 1);
 	n = data_sockets((uint16_t)p.port, socks, 16);
 	CHK(n == 1);
-	/* The data connection ends; the CM's stays up. */
+	/* The connection's socket ends (one: the CM's, carrying the data). */
 	CHK(shutdown(socks[0], SHUT_RDWR) == 0);
 	/* Nobody polls the DTO EVDs: the IA's thread notices, the CM ends
 	 * the connection. */
@@ -532,8 +600,7 @@ Test(tcp, data_socket_death_breaks_ep, .timeout = 60)
 	post_recvs(&p, p.ep, 2, 0, 100, 64, 10);
 	server_up(&p);
 	CHK(dto_wait(p.rcv, 10 * SEC, 10, NULL) == DAT_DTO_SUCCESS);
-	/* Both ends: the EP goes BROKEN (the CM socket did not fail), and
-	 * what was outstanding flushes. */
+	/* Both ends: the EP goes BROKEN, and what was outstanding flushes. */
 	CHK(wait_ev(p.n.conn_evd, 5 * SEC, &ev) == DAT_CONNECTION_EVENT_BROKEN);
 	CHK(dto_wait(p.rcv, 5 * SEC, 11, NULL) == DAT_DTO_ERR_FLUSHED);
 	msg_recv(p.fd, 10000);
