@@ -7,8 +7,11 @@
  * DAT_SUCCESS at once without touching what the parent still uses, after
  * which that IA's handles are invalid in the child, and the child's own
  * dat_ia_open works (connect, send, close).  The parent's connection goes
- * on undisturbed.  On zdapl-shm, zdapl-tcp (lo) and zdapl-mlx5sim.
+ * on undisturbed, and the child holds none of its sockets (the CM's, which
+ * zdapl-tcp's data rides): a peer sees it end when the parent does.  On
+ * zdapl-shm, zdapl-tcp (lo) and zdapl-mlx5sim.
  */
+#include <dirent.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 
@@ -79,12 +82,36 @@ struct inherited {
 	struct peer *parent;
 };
 
+/* Connected TCP sockets this process holds. */
+static int tcp_connected(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	CHK(d);
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name), type = 0;
+		socklen_t l = sizeof(type);
+		struct sockaddr_in sa;
+		socklen_t sl = sizeof(sa);
+
+		if (fd > 2 && fd != dirfd(d) &&
+		    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_STREAM &&
+		    getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 static int c_forked(int fd, void *arg)
 {
 	const struct inherited *h = arg;
 	uint64_t t0 = now_ms();
 
 	(void)fd;
+	CHK(tcp_connected() == 0);  /* the parent's connection is not ours */
 	/* The parent's IA, with a connected EP, EVDs, an LMR and a PSP. */
 	CHK_RET(dat_ia_close(h->parent->n.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 	CHK(now_ms() - t0 < 2000);
@@ -105,6 +132,7 @@ static int c_forked_keeps(int fd, void *arg)
 	const struct inherited *h = arg;
 
 	(void)fd;
+	CHK(tcp_connected() == 0);
 	child_own_ia(h->dev);
 	return 0;
 }
