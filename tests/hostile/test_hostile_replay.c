@@ -376,3 +376,33 @@ Test(hostile_replay, tcp_token)
 	close(lis);
 	relay_down(&r);
 }
+
+/* tcp: a REQ whose blob is of the wire version before this one (2: a
+ * data connection of its own, its address and token where version 3 has
+ * its flags) is refused: the server's accept ends in
+ * ACCEPT_COMPLETION_ERROR (with a zdapl: line), the requester gets REJ,
+ * and the live connection carries on. */
+Test(hostile_replay, tcp_old_version_refused)
+{
+	struct peer_job j = { .dev = &tcp };
+	struct relay r;
+	struct zd_tcp_blob old = { .magic = htole32(ZD_TCP_BLOB_MAGIC), .version = htole16(2),
+				   .port = htons(4791), .addr = htonl(INADDR_LOOPBACK),
+				   .token = htole64(0x1234) };
+	uint8_t f[ZD_CM_FRAME_MAX];
+	DAT_EP_HANDLE ep3;
+	size_t n;
+	int fd;
+
+	relay_up(&r, &tcp, &j);
+	live_round(&r);
+	peer_ep(&r.s, &ep3, 0);
+	fd = raw_connect((uint16_t)r.qual);
+	frame_send(fd, f, req_retarget(f, r.req, r.qual, &old, sizeof(old)));
+	accept_cr(&r.s, ep3);
+	CHK(wait_ev(r.s.n.conn_evd, 10 * SEC, NULL) == DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
+	CHK(frame_recv_skip_mra(fd, f, &n) == ZD_CM_MSG_REJ);
+	live_round(&r);
+	close(fd);
+	relay_down(&r);
+}
