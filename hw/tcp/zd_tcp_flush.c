@@ -42,6 +42,7 @@ void zd_tcp_qp_flush(struct zd_ep *ep)
 	 * socket: on a data connection of its own, the CM's DISC on its own
 	 * socket could overtake it (bounded: a peer that stopped reading
 	 * costs ZD_TCP_DRAIN_US at most). */
+	zd_tcp_qp_progress(qp, ZD_TCP_W_TX);
 	for (uint64_t t0 = mono_us(); mono_us() - t0 < ZD_TCP_DRAIN_US; usleep(200)) {
 		struct tcp_info ti;
 		socklen_t tl = sizeof(ti);
