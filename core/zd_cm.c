@@ -803,8 +803,10 @@ static uint64_t cm_run_broken(uint64_t now)
 
 	pthread_mutex_lock(&broken_lock);
 	if (!nbroken || !(due = malloc(nbroken * sizeof(*due)))) {
+		/* (out of memory: the reports wait for the next round) */
+		next = nbroken ? now + ZD_CM_DEV_BROKEN_GRACE_NS : UINT64_MAX;
 		pthread_mutex_unlock(&broken_lock);
-		return nbroken ? now + ZD_CM_DEV_BROKEN_GRACE_NS : UINT64_MAX;
+		return next;
 	}
 	for (size_t i = 0; i < nbroken; i++) {
 		if (broken[i].due > now) {

@@ -541,9 +541,9 @@ int zd_tcp_qp_carry(struct zd_ep *ep, int fd)
 	pthread_mutex_unlock(&qp->fd_lock);
 	qp->rx_hgot = 0;
 	qp->rx_off = qp->rx_end = 0;
+	qp->hello_sent = qp->hello_rcvd = true;  /* no HELLO: the CM's exchange was it */
 	zd_tcp_qp_set_cstate(qp, ZD_TCP_UP);
 	zd_tcp_qp_unlock(qp);
-	qp->hello_sent = qp->hello_rcvd = true;  /* no HELLO: the CM's exchange was it */
 	/* Ours from here: the IA's thread reads it (the CM's frames among
 	 * the data), requests posted before the hand-over go out, the peer's
 	 * first frames are read. */
