@@ -418,6 +418,9 @@ struct zd_tcp_qp {
 	} resp[ZD_TCP_RESP_DEPTH];
 	uint32_t resp_head, resp_tail;
 
+	/* Odd while the holder places a remote write's bytes (a memcpy or a
+	 * readv): zd_tcp_mr_deregister waits for it to move. */
+	_Atomic uint32_t rx_placing;
 	/* receive state (holder) */
 	uint8_t *rx_buf;                  /* staging: ZD_TCP_RX_STAGE bytes */
 	uint32_t rx_off, rx_end;          /* [rx_off, rx_end) staged, not yet consumed */
@@ -427,6 +430,12 @@ struct zd_tcp_qp {
 	struct iovec rx_iov[ZD_TCP_MAX_SEGS + 1];  /* + the tail alone (rx_segs) */
 	uint32_t rx_niov, rx_iov_i;
 	uint64_t rx_left;
+	/* A payload placed in memory a peer's key granted (RDMA write): the
+	 * LMR generation its check saw, and whether a deregistration since
+	 * took the range away (the rest is read and dropped, the write NAKed:
+	 * zd_tcp_rx_placing) */
+	uint64_t rx_gen;
+	bool rx_remote, rx_discard;
 	uint32_t rx_expect;               /* next request seq from the peer */
 	/* what the payload being read completes */
 	enum zd_tcp_rx_kind rx_kind;

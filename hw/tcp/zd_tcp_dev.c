@@ -6,12 +6,14 @@
  * the ops table; zd_tcp.h describes the design, zd_tcp_wire.h the
  * protocol, the other zd_tcp_*.c files one concept each.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "core/zd_cm.h"
 #include "core/zd_device.h"
 #include "core/zd_ia.h"
 #include "core/zd_keys.h"
@@ -111,19 +113,55 @@ static void tcp_ia_close(struct zd_ia *ia)
 	ia->dev_priv = NULL;
 }
 
+/* A remote write whose bytes are being placed (zd_tcp_rx.c's
+ * rx_place_begin) when the generation moved: wait for its mark to move,
+ * ZD_TCP_PLACE_WAIT_NS at most (a placement is one memcpy or readv). */
+#define ZD_TCP_PLACE_WAIT_NS (2000ull * 1000 * 1000)
+
+static void placements_wait(struct zd_tcp_ia *tia)
+{
+	pthread_mutex_lock(&tia->lock);
+	for (struct zd_tcp_qp *qp = tia->qps; qp; qp = qp->next) {
+		/* acquire: pairs with rx_place_end's release. */
+		uint32_t v = atomic_load_explicit(&qp->rx_placing, memory_order_acquire);
+		uint64_t t0 = 0;
+
+		while ((v & 1) && atomic_load_explicit(&qp->rx_placing, memory_order_acquire) == v) {
+			uint64_t t = zd_cm_now();
+
+			if (!t0)
+				t0 = t;
+			else if (t - t0 > ZD_TCP_PLACE_WAIT_NS) {
+				zd_log_error("tcp: dat_lmr_free: a peer's write still being placed "
+					     "after 2 s: returning anyway");
+				break;
+			}
+			sched_yield();
+		}
+	}
+	pthread_mutex_unlock(&tia->lock);
+}
+
 /* An LMR goes: its keys leave the table now (core's removal after us then
  * finds nothing), and then the IA's LMR generation moves, so that no key
  * memo (zd_tcp_keymemo.h) holds it any more: a lookup that read the new
  * generation cannot find the key (removed before), and one that read the
- * old generation memoises it as stale. */
+ * old generation memoises it as stale.  A write whose bytes are coming
+ * checks the generation before each placement (zd_tcp_rx.c): one that
+ * began before the move is waited for, so once this returns nothing of
+ * the peer's lands in that memory. */
 void zd_tcp_mr_deregister(struct zd_ia *ia, struct zd_lmr *lmr)
 {
 	struct zd_tcp_ia *tia = ia->dev_priv;
 
 	zd_keys_remove(ia, lmr->lkey, lmr->rkey);
 	/* release: pairs with zd_tcp_keymemo_gen's acquire load: a check that
-	 * reads the new generation finds the keys removed. */
+	 * reads the new generation finds the keys removed.  Then a seq_cst
+	 * fence: pairs with rx_place_begin's (Dekker: it sees the new
+	 * generation, or we see its mark). */
 	atomic_fetch_add_explicit(&tia->lmr_gen, 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	placements_wait(tia);
 }
 
 static const struct zd_device_ops zd_tcp_ops = {

@@ -266,6 +266,7 @@ static void qp_state_init(struct zd_tcp_qp *qp)
 	qp->rx_hgot = 0;
 	qp->rx_off = qp->rx_end = 0;
 	qp->rx_in_payload = false;
+	qp->rx_remote = qp->rx_discard = false;
 	qp->rx_kind = ZD_TCP_RX_NONE;
 	qp->rx_expect = 0;
 	qp->eager_head = qp->eager_tail = 0;

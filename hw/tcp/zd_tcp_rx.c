@@ -62,6 +62,62 @@ static bool rx_key_covers(struct zd_tcp_qp *qp, uint32_t rkey, uint32_t need, ui
 				     qp->ep->obj.ia, rkey, qp->ep->pz, need, raddr, len);
 }
 
+/*
+ * A remote write's bytes are placed (a memcpy from staging, or a readv
+ * straight into the region) between rx_place_begin and rx_place_end.  The
+ * mark goes odd, then a full fence, then the IA's LMR generation is read:
+ * either the deregistration that moved the generation sees the mark and
+ * waits for it to move (zd_tcp_mr_deregister), or we see the new
+ * generation and check the rest of the range again; gone, the rest of
+ * the payload is read and dropped and the write NAKed (rx_dropped).  So
+ * once dat_lmr_free returns, nothing of a write lands in that memory.
+ */
+static void rx_place_begin(struct zd_tcp_qp *qp)
+{
+	uint64_t g;
+
+	/* relaxed: we are its only writer (the holder) */
+	atomic_store_explicit(&qp->rx_placing,
+			      atomic_load_explicit(&qp->rx_placing, memory_order_relaxed) | 1,
+			      memory_order_relaxed);
+	/* seq_cst fence: pairs with zd_tcp_mr_deregister's (Dekker). */
+	atomic_thread_fence(memory_order_seq_cst);
+	g = zd_tcp_keymemo_gen(&qp->tia->lmr_gen);
+	if (ZD_LIKELY(g == qp->rx_gen) || qp->rx_discard)
+		return;
+	if (rx_key_covers(qp, le32toh(qp->rx_hdr.rkey), DAT_MEM_PRIV_REMOTE_WRITE_FLAG,
+			  (uint64_t)(uintptr_t)qp->rx_iov[qp->rx_iov_i].iov_base, qp->rx_left))
+		qp->rx_gen = g;
+	else
+		qp->rx_discard = true;
+}
+
+static void rx_place_end(struct zd_tcp_qp *qp)
+{
+	/* release: pairs with the deregistration's acquire load: the bytes
+	 * placed are in memory before it sees the mark move. */
+	atomic_store_explicit(&qp->rx_placing,
+			      atomic_load_explicit(&qp->rx_placing, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+/* A remote write whose range a deregistration took away while its bytes
+ * came: the rest was dropped.  NAKed as a key that failed its check is
+ * (the connection breaks); the receive a write with immediate data took
+ * completes flushed. */
+static void rx_dropped(struct zd_tcp_qp *qp)
+{
+	qp->rx_discard = false;
+	qp->rx_remote = false;
+	if (qp->rx_kind == ZD_TCP_RX_WRITE_IMM)
+		zd_tcp_recv_complete(qp, qp->rx_recv.cookie, DAT_DTO_ERR_FLUSHED, 0);
+	qp->rx_kind = ZD_TCP_RX_NONE;
+	qp->rx_hgot = 0;
+	zd_log_rate_limited("tcp: an RDMA write's target memory was deregistered while its bytes "
+			    "came: the rest dropped, the write failed (remote access)");
+	zd_tcp_qp_nak(qp, le32toh(qp->rx_hdr.seq), DAT_DTO_ERR_REMOTE_ACCESS);
+}
+
 /* Position in the send queue of request @seq if sent and not completed. */
 static bool sq_pos(struct zd_tcp_qp *qp, uint32_t seq, uint64_t *pos)
 {
@@ -218,7 +274,7 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 	enum zd_tcp_frame_verdict v = zd_tcp_frame_check(h, &lim);
 	uint32_t seq = le32toh(h->seq), len = le32toh(h->len);
 	uint32_t rkey = le32toh(h->rkey), rlen = le32toh(h->rlen);
-	uint64_t raddr = le64toh(h->raddr), pos;
+	uint64_t raddr = le64toh(h->raddr), pos, gen;
 	struct zd_tcp_wr *wr;
 	const char *why = "bad frame";
 
@@ -274,6 +330,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 		return RX_OK;
 	case ZD_TCP_OP_RDMA_WRITE:
 		qp->rx_expect++;
+		/* The generation before the check (rx_place_begin). */
+		gen = zd_tcp_keymemo_gen(&qp->tia->lmr_gen);
 		/* Zero bytes touch no memory: no rkey check, as on InfiniBand
 		 * (MPI signals with zero-byte writes with immediate, rkey 0). */
 		if (len && !rx_key_covers(qp, rkey, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len)) {
@@ -286,11 +344,14 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 
 			rx_segs(qp, &s, 1, len);
 		}
+		qp->rx_remote = len != 0;
+		qp->rx_gen = gen;
 		return RX_OK;
 	case ZD_TCP_OP_WRITE_IMM:
 		/* An RDMA_WRITE's checks; then, before any byte is placed, the
 		 * receive it consumes: the next posted one, or an eager slot
 		 * behind the early sends (none free: stall, as a send). */
+		gen = zd_tcp_keymemo_gen(&qp->tia->lmr_gen);
 		if (len && !rx_key_covers(qp, rkey, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, raddr, len)) {
 			qp->rx_expect++;
 			zd_tcp_qp_nak(qp, seq, DAT_DTO_ERR_REMOTE_ACCESS);
@@ -315,6 +376,8 @@ static int rx_dispatch(struct zd_tcp_qp *qp)
 
 			rx_segs(qp, &s, 1, len);
 		}
+		qp->rx_remote = len != 0;
+		qp->rx_gen = gen;
 		return RX_OK;
 	case ZD_TCP_OP_FETCH_ADD:
 	case ZD_TCP_OP_CMP_SWAP:
@@ -473,7 +536,9 @@ static void rx_copy(struct zd_tcp_qp *qp, uint32_t n)
 		struct iovec *v = &qp->rx_iov[qp->rx_iov_i];
 		uint32_t k = (uint32_t)ZD_MIN((size_t)n, v->iov_len);
 
-		if (qp->rx_iov_i + 1 == qp->rx_niov)
+		if (ZD_UNLIKELY(qp->rx_discard))
+			;  /* dropped (rx_place_begin) */
+		else if (qp->rx_iov_i + 1 == qp->rx_niov)
 			zd_soft_store_tail(v->iov_base, src, k);  /* k <= ZD_SOFT_TAIL */
 		else
 			memcpy(v->iov_base, src, k);
@@ -536,10 +601,14 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 			continue;
 		}
 		if (avail) {
+			if (qp->rx_remote)
+				rx_place_begin(qp);
 			rx_copy(qp, (uint32_t)ZD_MIN((uint64_t)avail, qp->rx_left));
+			if (qp->rx_remote)
+				rx_place_end(qp);
 		} else if (frames >= ZD_TCP_RX_BATCH || drained) {
 			return;
-		} else if (qp->rx_left < ZD_TCP_RX_DIRECT) {
+		} else if (qp->rx_left < ZD_TCP_RX_DIRECT || qp->rx_discard) {
 			n = rx_fill(qp);
 			if (n <= 0)
 				goto io;
@@ -547,8 +616,17 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 			continue;
 		} else {
 			/* Large: straight into the destination, no copy. */
+			if (qp->rx_remote) {
+				rx_place_begin(qp);
+				if (ZD_UNLIKELY(qp->rx_discard)) {
+					rx_place_end(qp);
+					continue;  /* the rest through staging, dropped */
+				}
+			}
 			n = readv(qp->fd, qp->rx_iov + qp->rx_iov_i,
 				  (int)(qp->rx_niov - qp->rx_iov_i));
+			if (qp->rx_remote)
+				rx_place_end(qp);
 			if (n <= 0)
 				goto io;
 			rx_moved(qp);
@@ -557,6 +635,11 @@ void zd_tcp_rx_progress(struct zd_tcp_qp *qp)
 		}
 		if (qp->rx_left == 0) {
 			qp->rx_in_payload = false;
+			if (ZD_UNLIKELY(qp->rx_discard)) {
+				rx_dropped(qp);
+				return;
+			}
+			qp->rx_remote = false;
 			rx_finish(qp);
 			frames++;
 		}
