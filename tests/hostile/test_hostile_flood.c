@@ -79,11 +79,20 @@ static int c_flood(int fd, void *arg)
 
 		for (int i = 0; i < IDLE; i++)
 			s[i] = raw_connect(port);
-		usleep(200000);  /* the server's thread catches up */
-		for (int i = 0; i < IDLE; i++) {
-			char b;
+		/* The server's thread catches up: until the count of
+		 * closed sockets stays put for 300 ms (20 s at most: a
+		 * loaded host), not a fixed wait. */
+		for (int round = 0, still = 0; round < 400 && still < 6; round++) {
+			uint32_t now = 0;
 
-			closed += recv(s[i], &b, 1, MSG_DONTWAIT) == 0;
+			usleep(50000);
+			for (int i = 0; i < IDLE; i++) {
+				char b;
+
+				now += recv(s[i], &b, 1, MSG_DONTWAIT) == 0;
+			}
+			still = now == closed ? still + 1 : 0;
+			closed = now;
 		}
 		msg_send(fd, closed);
 		msg_recv(fd, 30000);
