@@ -39,6 +39,9 @@ static struct zd_chunk_tab *zd_chunk_tab;         /* RCU; NULL = no chunks */
 static struct zd_chunk_listener *zd_chunk_lsn;    /* under zd_chunk_lock */
 static size_t zd_chunk_nlsn, zd_chunk_lsn_cap;
 static uint32_t zd_chunk_next_id = 1;
+/* A fork() child: the chunks it inherited the registry of (none of them is
+ * mapped here); NULL otherwise.  Immutable, never freed. */
+static const struct zd_chunk_tab *zd_chunk_inherited;
 
 static size_t zd_chunk_page(void)
 {
@@ -291,6 +294,19 @@ out:
 	return hit;
 }
 
+bool zd_chunk_was_inherited(const void *addr)
+{
+	const struct zd_chunk_tab *tab = zd_chunk_inherited;
+	const uintptr_t a = (uintptr_t)addr;
+	size_t i;
+
+	/* Rare (a child freeing its parent's memory): a linear scan. */
+	for (i = 0; tab && i < tab->n; i++)
+		if (a - (uintptr_t)tab->ent[i].base < tab->ent[i].len)
+			return true;
+	return false;
+}
+
 void zd_chunk_usage(size_t *nchunks, size_t *bytes)
 {
 	const struct zd_chunk_tab *tab;
@@ -381,4 +397,38 @@ int zd_chunk_remove_listener(zd_chunk_listener_t cb, void *arg)
 		cb(arg, ZD_CHUNK_DEL, &tab->ent[i]);
 	pthread_mutex_unlock(&zd_chunk_lock);
 	return 0;
+}
+
+/*
+ * A fork() child (single-threaded here, so no lock and no grace period:
+ * only async-signal-safe calls).  Every chunk is MADV_DONTFORK, so none is
+ * mapped: the registry forgets them all, so lookups (LMRs, the pool) never
+ * answer for memory that is not here, and closes their memfds.  Their
+ * address ranges are reserved inaccessible, so nothing new is mapped there
+ * and zd_chunk_was_inherited() stays true of them only.  The listeners are
+ * the parent's devices (their tables are shared with the parent): dropped
+ * without a ZD_CHUNK_DEL, which would retract the parent's chunks.
+ */
+static void zd_chunk_atfork_child(void)
+{
+	struct zd_chunk_tab *tab = zd_chunk_tab;
+	size_t i;
+
+	pthread_mutex_init(&zd_chunk_lock, NULL); /* another thread's, maybe */
+	zd_chunk_nlsn = 0;
+	if (!tab)
+		return;
+	for (i = 0; i < tab->n; i++) {
+		(void)mmap(tab->ent[i].base, tab->ent[i].len, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+			   -1, 0);
+		close(tab->ent[i].fd);
+	}
+	rcu_assign_pointer(zd_chunk_tab, NULL);
+	zd_chunk_inherited = tab;
+}
+
+__attribute__((constructor)) static void zd_chunk_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, zd_chunk_atfork_child);
 }

@@ -13,7 +13,9 @@
  * its memory is handed out.
  *
  * Chunks are not inherited across fork() (MADV_DONTFORK): the child's copy of
- * the allocator would hand out the very pages the parent is using.
+ * the allocator would hand out the very pages the parent is using.  A child's
+ * registry starts empty, without listeners (they are the parent's devices);
+ * zd_chunk_was_inherited() tells the parent's chunk addresses.
  */
 #ifndef ZD_CHUNK_H
 #define ZD_CHUNK_H
@@ -63,6 +65,12 @@ int zd_chunk_destroy(void *base);
  * thread.  False if no single chunk holds the whole range.
  */
 bool zd_chunk_lookup(const void *addr, size_t len, struct zd_chunk_ref *out);
+
+/*
+ * In a fork() child: whether addr lay in one of the parent's chunks (not
+ * mapped here; its memory stays the parent's).  False in any other process.
+ */
+bool zd_chunk_was_inherited(const void *addr);
 
 /* Number of chunks and their total length, for statistics. */
 void zd_chunk_usage(size_t *nchunks, size_t *bytes);

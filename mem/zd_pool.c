@@ -50,6 +50,17 @@ static struct {
 	size_t          page;
 	size_t          chunk_size;
 	pthread_key_t   tc_key;      /* destroys a thread's tcache at exit */
+	bool            ready;       /* zd_pool_do_init() made the arenas */
+
+	/*
+	 * A fork() child whose arenas are the parent's: their extents lie in
+	 * chunks that are not mapped here (MADV_DONTFORK).  Set by the atfork
+	 * child handler, cleared once the child has arenas of its own
+	 * (zd_pool_fork_renew; not in the handler: jemalloc must not be
+	 * re-entered there).
+	 */
+	atomic_bool     forked;
+	pthread_mutex_t renew_lock;  /* one renewal; outside lock (arena creation) */
 
 	pthread_mutex_t lock;        /* the carving state below */
 	struct zd_pool_src main, queue;
@@ -60,6 +71,7 @@ static struct {
 } zd_pool = {
 	.once = PTHREAD_ONCE_INIT,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.renew_lock = PTHREAD_MUTEX_INITIALIZER,
 	.qarena = UINT_MAX,
 	.main.flags = ZD_CHUNK_F_POOL,
 	.queue.flags = ZD_CHUNK_F_POOL | ZD_CHUNK_F_QUEUE,
@@ -337,6 +349,7 @@ static void zd_pool_do_init(void)
 	/* Best effort: without it queues take private memory (zd_qmem.h). */
 	if (zd_pool_arena_new(&qarena) == 0)
 		zd_pool.qarena = qarena;
+	zd_pool.ready = true;
 	return;
 
 err_key:
@@ -345,9 +358,73 @@ err:
 	zd_pool.err = rc > 0 ? -rc : -EAGAIN;
 }
 
+/* --- fork() ---------------------------------------------------------------- */
+
+/*
+ * The child of a process that had arenas: only flag it (single-threaded,
+ * no jemalloc here).  The calling thread's tcache caches the parent's
+ * regions: forgotten, not destroyed (that would flush them into the old
+ * arenas), like the arenas themselves: their metadata is ordinary memory,
+ * a copy-on-write leak.  The chunks are zd_chunk.c's child handler's.
+ */
+static void zd_pool_atfork_child(void)
+{
+	pthread_mutex_init(&zd_pool.lock, NULL);       /* another thread's, maybe */
+	pthread_mutex_init(&zd_pool.renew_lock, NULL);
+	if (!zd_pool.ready)
+		return; /* never used: the child's first use makes its own */
+	if (zd_pool_tc && zd_pool_tc != UINT_MAX)
+		pthread_setspecific(zd_pool.tc_key, NULL);
+	zd_pool_tc = 0;
+	/* relaxed: the child has one thread until this returns */
+	atomic_store_explicit(&zd_pool.forked, true, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void zd_pool_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, zd_pool_atfork_child);
+}
+
+/* The child's first use: arenas of its own, carving only chunks of its own. */
+static int zd_pool_fork_renew(void)
+{
+	unsigned arena, qarena = UINT_MAX;
+	int rc = 0;
+
+	pthread_mutex_lock(&zd_pool.renew_lock);
+	if (!atomic_load_explicit(&zd_pool.forked, memory_order_relaxed))
+		goto out; /* another thread did it (renew_lock orders us after it) */
+	rc = zd_pool_arena_new(&arena);
+	if (rc) {
+		rc = rc > 0 ? -rc : -EAGAIN;
+		goto out; /* still forked: the next use tries again */
+	}
+	if (zd_pool_arena_new(&qarena))
+		qarena = UINT_MAX;
+	pthread_mutex_lock(&zd_pool.lock);
+	/* The parent's rooms are in chunks the child does not have. */
+	free(zd_pool.main.room);
+	free(zd_pool.queue.room);
+	zd_pool.main = (struct zd_pool_src){ .flags = zd_pool.main.flags };
+	zd_pool.queue = (struct zd_pool_src){ .flags = zd_pool.queue.flags };
+	zd_pool.arena = arena;
+	zd_pool.qarena = qarena;
+	pthread_mutex_unlock(&zd_pool.lock);
+	/* release: pairs with zd_pool_init's acquire load; whoever sees the
+	 * flag clear sees the new arena indexes */
+	atomic_store_explicit(&zd_pool.forked, false, memory_order_release);
+out:
+	pthread_mutex_unlock(&zd_pool.renew_lock);
+	return rc;
+}
+
 int zd_pool_init(void)
 {
 	pthread_once(&zd_pool.once, zd_pool_do_init);
+	/* acquire: pairs with zd_pool_fork_renew's release store; one
+	 * predictable branch, taken once in a fork() child */
+	if (__builtin_expect(atomic_load_explicit(&zd_pool.forked, memory_order_acquire), 0))
+		return zd_pool_fork_renew();
 	return zd_pool.err;
 }
 
@@ -395,6 +472,11 @@ void zd_pool_queue_free(void *p)
 {
 	if (p)
 		zd_je_dallocx(p, MALLOCX_TCACHE_NONE);
+}
+
+bool zd_pool_inherited(const void *p)
+{
+	return zd_chunk_was_inherited(p);
 }
 
 size_t zd_pool_usable_size(const void *p)
@@ -470,6 +552,10 @@ void zdapl_mem_free(void *p)
 		atomic_fetch_add_explicit(&zd_pool.frees, 1, memory_order_relaxed);
 		return;
 	}
+	/* A fork() child's free of its parent's memory: not here, nothing
+	 * to give back (the parent's pool keeps it). */
+	if (zd_chunk_was_inherited(p))
+		return;
 	n = atomic_fetch_add_explicit(&nwarn, 1, memory_order_relaxed);
 	if (n < 16)
 		fprintf(stderr, "zdapl: zdapl_mem_free(%p): not zdapl pool memory, ignored%s\n",

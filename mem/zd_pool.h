@@ -56,6 +56,13 @@ void zd_pool_free(void *p);
 void *zd_pool_queue_alloc(size_t size, size_t align);
 void zd_pool_queue_free(void *p);
 
+/*
+ * In a fork() child: whether p was the parent's pool memory (its chunks are
+ * not mapped here).  Such memory is never freed: the parent keeps it.  The
+ * child's own pool starts at its first use (new arenas, new chunks).
+ */
+bool zd_pool_inherited(const void *p);
+
 /* Usable size of pool allocation p (at least the size asked for). */
 size_t zd_pool_usable_size(const void *p);
 

@@ -13,11 +13,6 @@
 static struct {
 	pthread_once_t once;
 	bool report;                 /* ZDAPL_MEM_REPORT=1 */
-	/* This process is a fork() child: it has none of the pool's chunks
-	 * (MADV_DONTFORK) but the allocator's copy of them, which would hand
-	 * out unmapped pages.  Its queues take private memory, and pool
-	 * memory it inherited is never given back to that copy. */
-	volatile bool forked;
 	pthread_mutex_t lock;        /* the accounts */
 	struct zd_qmem_stats st;
 } qmem = {
@@ -49,18 +44,6 @@ static void report_at_exit(void)
 		(unsigned long long)st.pool_total, (unsigned long long)st.pool_peak,
 		(unsigned long long)st.private_total, (unsigned long long)st.private_peak,
 		(unsigned long long)st.fallbacks);
-}
-
-static void qmem_atfork_child(void)
-{
-	qmem.forked = true;
-}
-
-/* From the start: a fork before the first queue still leaves a child
- * whose pool is not its own (zdapl_mem_alloc may have used it). */
-__attribute__((constructor)) static void qmem_register_atfork(void)
-{
-	pthread_atfork(NULL, NULL, qmem_atfork_child);
 }
 
 static void qmem_init(void)
@@ -101,7 +84,7 @@ void *zd_qmem_pool_alloc(size_t size, size_t align, enum zd_qmem_kind kind)
 	void *p;
 
 	pthread_once(&qmem.once, qmem_init);
-	if (kind >= ZD_QMEM_KINDS || qmem.forked)
+	if (kind >= ZD_QMEM_KINDS)
 		return NULL;
 	/* The software devices' queues are written by this process only:
 	 * chunks no peer maps.  mlx5 queues are written by the device, a
@@ -121,7 +104,7 @@ void *zd_qmem_alloc(size_t size, size_t align, enum zd_qmem_kind kind)
 
 	if (p || kind >= ZD_QMEM_KINDS)
 		return p;
-	init = qmem.forked ? -ECHILD : zd_pool_init();
+	init = zd_pool_init();
 	if (align < ZD_POOL_MIN_ALIGN)
 		align = ZD_POOL_MIN_ALIGN;
 	/* aligned_alloc wants a multiple of the alignment. */
@@ -136,7 +119,6 @@ void *zd_qmem_alloc(size_t size, size_t align, enum zd_qmem_kind kind)
 		fprintf(stderr, "zdapl: queue memory: the registered pool cannot give %zu bytes "
 			"(%s; %s): private memory instead (not huge-page backed, not "
 			"reachable by peers)\n", size, zd_qmem_kind_name(kind),
-			init == -ECHILD ? "a fork() child has no pool" :
 			init ? strerror(-init) : "pool allocation failed");
 	return p;
 }
@@ -152,7 +134,9 @@ void zd_qmem_free(void *p, size_t size, enum zd_qmem_kind kind)
 {
 	bool pool;
 
-	if (!p)
+	/* A fork() child's queue from its parent (an inherited IA closing):
+	 * not mapped here, the parent's pool keeps it. */
+	if (!p || zd_pool_inherited(p))
 		return;
 	pool = zd_qmem_in_pool(p, 1);
 	if (pool)
@@ -161,11 +145,10 @@ void zd_qmem_free(void *p, size_t size, enum zd_qmem_kind kind)
 		account(pool, kind, size, -1);
 	if (!pool)
 		free(p);
-	else if (!qmem.forked && in_queue_chunk(p))
+	else if (in_queue_chunk(p))
 		zd_pool_queue_free(p);
-	else if (!qmem.forked)
+	else
 		zd_pool_free(p);
-	/* else: the parent's, unmapped here; the allocator's copy keeps it */
 }
 
 bool zd_qmem_in_pool(const void *p, size_t len)

@@ -21,8 +21,8 @@
  * private memory (aligned_alloc) and counts it; ZDAPL_MEM_REPORT=1 says so
  * once on stderr when it first happens and sums both at exit.
  *
- * In a fork() child (pool chunks are MADV_DONTFORK: it has none) queues
- * take private memory, and the parent's queues it frees are left alone.
+ * A fork() child's queues come from a pool of its own (zd_pool.h); the
+ * parent's queues it frees (pool chunks are MADV_DONTFORK) are left alone.
  *
  * Fresh pool memory is untouched memfd pages, so what a queue never writes
  * stays unbacked (an EVD ring's extension lines, zd_ring.h); memory the pool

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jemalloc/jemalloc.h>
@@ -435,4 +437,161 @@ Test(pool, threads, .timeout = 120)
 	cr_assert_not_null(b);
 	blk_free(b);
 	cr_assert_eq(atomic_load(&thread_errors), 0);
+}
+
+/* ---- fork(): a child's pool is its own ---- */
+
+/* In a child (no Criterion asserts there): 0 if [p, p + len) is pool
+ * memory of a chunk of its own, whose memfd (open here) shows its bytes. */
+static int child_pool_check(const void *p, size_t len)
+{
+	struct zd_chunk_ref c;
+	size_t head, maplen;
+	unsigned char *q;
+	int rc;
+
+	if (!zd_pool_lookup(p, len, &c) || !(c.flags & ZD_CHUNK_F_POOL) || zd_pool_inherited(p))
+		return 10;
+	if (fcntl(c.fd, F_GETFD) < 0)
+		return 11;
+	head = c.offset % page;
+	maplen = head + len;
+	q = mmap(NULL, maplen, PROT_READ, MAP_SHARED, c.fd, (off_t)(c.offset - head));
+	if (q == MAP_FAILED)
+		return 12;
+	rc = memcmp(q + head, p, len) ? 13 : 0;
+	munmap(q, maplen);
+	return rc;
+}
+
+/* Run child(arg) in a fork() child; its exit status must be 0. */
+static void in_child(int (*child)(void *), void *arg)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(child(arg));
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %#x (%s)", st,
+		  WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit");
+}
+
+/* The child of a parent that used the pool: the parent's chunks are not
+ * here; its pool hands out chunks of its own (it died at the first touch
+ * of the parent's arena's extents before), frees the parent's memory
+ * quietly as a no-op, and its queue arena is its own too. */
+static int child_after_parent_use(void *parents)
+{
+	size_t big = 32 * MiB;
+	struct zd_pool_stats st0, st1;
+	char *c, *q;
+	int rc;
+
+	if (zd_pool_lookup(parents, 1, &(struct zd_chunk_ref){ 0 }) || !zd_pool_inherited(parents))
+		return 2;
+	c = zdapl_mem_alloc(big);
+	if (!c)
+		return 3;
+	memset(c, 2, big);
+	if ((rc = child_pool_check(c, big)) != 0)
+		return rc;
+	zdapl_mem_free(c);
+	zd_pool_get_stats(&st0);
+	zdapl_mem_free(parents);
+	zd_pool_get_stats(&st1);
+	if (st1.frees != st0.frees)
+		return 4;
+	c = zdapl_mem_alloc(big);
+	if (!c)
+		return 5;
+	memset(c, 4, big);
+	if ((rc = child_pool_check(c, big)) != 0)
+		return rc;
+	q = zd_pool_queue_alloc(64 * KiB, 64);
+	if (!q)
+		return 6;
+	memset(q, 5, 64 * KiB);
+	if (zd_pool_lookup(q, 64 * KiB, &(struct zd_chunk_ref){ 0 }) == false)
+		return 7;
+	zd_pool_queue_free(q);
+	zdapl_mem_free(c);
+	return 0;
+}
+
+Test(pool, fork_child_gets_a_pool_of_its_own)
+{
+	size_t big = 32 * MiB;
+	char *p = zdapl_mem_alloc(big), *q;
+
+	cr_assert_not_null(p);
+	memset(p, 1, big);
+	in_child(child_after_parent_use, p);
+	/* The parent's data and pool go on. */
+	for (size_t i = 0; i < big; i += 4096)
+		cr_assert_eq(p[i], 1);
+	check_peer_view(p, big);
+	q = zdapl_mem_alloc(big);
+	cr_assert_not_null(q);
+	memset(q, 3, big);
+	check_peer_view(q, big);
+	cr_assert_eq(p[big - 1], 1);
+	zdapl_mem_free(q);
+	zdapl_mem_free(p);
+}
+
+static int child_first_use(void *unused)
+{
+	size_t big = 32 * MiB;
+	char *c = zdapl_mem_alloc(big);
+	int rc;
+
+	(void)unused;
+	if (!c)
+		return 3;
+	memset(c, 2, big);
+	rc = child_pool_check(c, big);
+	zdapl_mem_free(c);
+	return rc;
+}
+
+/* Forked before the parent's first use (Criterion's, dat_peer's children):
+ * the child's pool is simply its first. */
+Test(pool, fork_before_first_use)
+{
+	in_child(child_first_use, NULL);
+}
+
+/* A child's child: the pool renews again, from the child's state. */
+static int grandchild(void *unused)
+{
+	pid_t pid;
+	int st;
+	char *c = zdapl_mem_alloc(MiB);
+
+	(void)unused;
+	if (!c)
+		return 3;
+	memset(c, 6, MiB);
+	pid = fork();
+	if (pid < 0)
+		return 20;
+	if (pid == 0)
+		_exit(child_after_parent_use(c));
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 21;
+	if (WEXITSTATUS(st))
+		return 30 + WEXITSTATUS(st);
+	return c[MiB - 1] == 6 ? child_pool_check(c, MiB) : 22;
+}
+
+Test(pool, fork_twice)
+{
+	char *p = zdapl_mem_alloc(MiB);
+
+	cr_assert_not_null(p);
+	memset(p, 1, MiB);
+	in_child(grandchild, NULL);
+	zdapl_mem_free(p);
 }
