@@ -183,9 +183,9 @@ Test(queue_mem, extension_lines_stay_unbacked)
 	cr_assert_eq(dat_evd_free(h), DAT_SUCCESS);
 }
 
-/* A fork() child has none of the pool's chunks (MADV_DONTFORK) but the
- * allocator's copy of them: its own EVDs take private memory and work. */
-Test(queue_mem, fork_child_queues_in_private_memory)
+/* A fork() child has none of the pool's chunks (MADV_DONTFORK): its own
+ * EVDs take a pool of its own (new arenas, new chunks) and work. */
+Test(queue_mem, fork_child_queues_in_its_own_pool)
 {
 	struct zd_qmem_stats parent;
 	DAT_EVD_HANDLE h;
@@ -207,12 +207,12 @@ Test(queue_mem, fork_child_queues_in_private_memory)
 		if (dat_ia_open("zdapl-static-shm", 4, &a2, &ia2) != DAT_SUCCESS)
 			_exit(1);
 		zd_qmem_get_stats(&q0);   /* the IA's async EVD is one */
-		if (q0.private_live[ZD_QMEM_EVD_RING] != 1 ||
-		    q0.pool_live[ZD_QMEM_EVD_RING] != parent.pool_live[ZD_QMEM_EVD_RING] ||
+		if (q0.private_live[ZD_QMEM_EVD_RING] != parent.private_live[ZD_QMEM_EVD_RING] ||
+		    q0.pool_live[ZD_QMEM_EVD_RING] != parent.pool_live[ZD_QMEM_EVD_RING] + 1 ||
 		    dat_evd_create(ia2, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG | DAT_EVD_SOFTWARE_FLAG,
 				   &e2) != DAT_SUCCESS)
 			_exit(1);
-		if (ring_in_pool(evd_of(e2)->ring))
+		if (!ring_in_pool(evd_of(e2)->ring) || zd_pool_inherited(evd_of(e2)->ring))
 			_exit(2);
 		if (dat_evd_post_se(e2, &ev) != DAT_SUCCESS || dat_evd_dequeue(e2, &ev) != DAT_SUCCESS ||
 		    (uintptr_t)ev.event_data.software_event_data.pointer != 5)
@@ -221,8 +221,9 @@ Test(queue_mem, fork_child_queues_in_private_memory)
 			_exit(4);
 		zd_qmem_get_stats(&qs);
 		/* The parent's rings are still counted in the pool. */
-		_exit(qs.private_live[ZD_QMEM_EVD_RING] == 1 &&
-		      qs.pool_live[ZD_QMEM_EVD_RING] == parent.pool_live[ZD_QMEM_EVD_RING] ? 0 : 6);
+		_exit(qs.private_live[ZD_QMEM_EVD_RING] == parent.private_live[ZD_QMEM_EVD_RING] &&
+		      qs.pool_live[ZD_QMEM_EVD_RING] == parent.pool_live[ZD_QMEM_EVD_RING] + 1 &&
+		      qs.fallbacks == parent.fallbacks ? 0 : 6);
 	}
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s %d",
