@@ -464,6 +464,17 @@ static int child_pool_check(const void *p, size_t len)
 	return rc;
 }
 
+/* In a child: allocate len bytes from the pool into *out, write them all,
+ * check they are pool memory of its own (child_pool_check); 0 or why not. */
+static int child_alloc_fill(size_t len, int byte, char **out)
+{
+	*out = zdapl_mem_alloc(len);
+	if (!*out)
+		return 3;
+	memset(*out, byte, len);
+	return child_pool_check(*out, len);
+}
+
 /* Run child(arg) in a fork() child; its exit status must be 0. */
 static void in_child(int (*child)(void *), void *arg)
 {
@@ -484,18 +495,14 @@ static void in_child(int (*child)(void *), void *arg)
  * quietly as a no-op, and its queue arena is its own too. */
 static int child_after_parent_use(void *parents)
 {
-	size_t big = 32 * MiB;
 	struct zd_pool_stats st0, st1;
+	struct zd_chunk_ref ref;
 	char *c, *q;
 	int rc;
 
-	if (zd_pool_lookup(parents, 1, &(struct zd_chunk_ref){ 0 }) || !zd_pool_inherited(parents))
+	if (zd_pool_lookup(parents, 1, &ref) || !zd_pool_inherited(parents))
 		return 2;
-	c = zdapl_mem_alloc(big);
-	if (!c)
-		return 3;
-	memset(c, 2, big);
-	if ((rc = child_pool_check(c, big)) != 0)
+	if ((rc = child_alloc_fill(32 * MiB, 2, &c)) != 0)
 		return rc;
 	zdapl_mem_free(c);
 	zd_pool_get_stats(&st0);
@@ -503,17 +510,13 @@ static int child_after_parent_use(void *parents)
 	zd_pool_get_stats(&st1);
 	if (st1.frees != st0.frees)
 		return 4;
-	c = zdapl_mem_alloc(big);
-	if (!c)
-		return 5;
-	memset(c, 4, big);
-	if ((rc = child_pool_check(c, big)) != 0)
+	if ((rc = child_alloc_fill(32 * MiB, 4, &c)) != 0)
 		return rc;
 	q = zd_pool_queue_alloc(64 * KiB, 64);
 	if (!q)
 		return 6;
 	memset(q, 5, 64 * KiB);
-	if (zd_pool_lookup(q, 64 * KiB, &(struct zd_chunk_ref){ 0 }) == false)
+	if (!zd_pool_lookup(q, 64 * KiB, &ref) || !(ref.flags & ZD_CHUNK_F_QUEUE))
 		return 7;
 	zd_pool_queue_free(q);
 	zdapl_mem_free(c);
@@ -543,15 +546,10 @@ Test(pool, fork_child_gets_a_pool_of_its_own)
 
 static int child_first_use(void *unused)
 {
-	size_t big = 32 * MiB;
-	char *c = zdapl_mem_alloc(big);
-	int rc;
+	char *c;
+	int rc = child_alloc_fill(32 * MiB, 2, &c);
 
 	(void)unused;
-	if (!c)
-		return 3;
-	memset(c, 2, big);
-	rc = child_pool_check(c, big);
 	zdapl_mem_free(c);
 	return rc;
 }
@@ -567,13 +565,12 @@ Test(pool, fork_before_first_use)
 static int grandchild(void *unused)
 {
 	pid_t pid;
-	int st;
-	char *c = zdapl_mem_alloc(MiB);
+	int st, rc;
+	char *c;
 
 	(void)unused;
-	if (!c)
-		return 3;
-	memset(c, 6, MiB);
+	if ((rc = child_alloc_fill(MiB, 6, &c)) != 0)
+		return rc;
 	pid = fork();
 	if (pid < 0)
 		return 20;
