@@ -19,15 +19,12 @@ static struct t_cq sca, rca, scb, rcb;
 static struct t_qp qa, qb;
 static uint8_t la[64], lb[64];
 
-TestSuite(hole, .timeout = 60);
+static uint32_t ka, kb;
 
-Test(hole, a_slot_claimed_and_never_written_is_given_up)
+/* Two NICs, a connected QP pair, a registered buffer on each. */
+static void setup(void)
 {
-	struct zd_mlx5sim_stats st;
-	struct mlx5_cqe64 c;
-	struct t_wqe w;
-	uint32_t ka, kb, r;
-	uint64_t t0;
+	uint32_t r;
 
 	t_end_open(&na, &pda, &sca, &rca);
 	t_end_open(&nb, &pdb, &scb, &rcb);
@@ -36,6 +33,23 @@ Test(hole, a_slot_claimed_and_never_written_is_given_up)
 	t_connect(na, &qa, nb, &qb);
 	cr_assert_eq(zd_mlx5sim_mr_add(na, pda, la, sizeof(la), T_ACC_ALL, &ka, &r), 0);
 	cr_assert_eq(zd_mlx5sim_mr_add(nb, pdb, lb, sizeof(lb), T_ACC_ALL, &kb, &r), 0);
+}
+
+static void teardown(void)
+{
+	zd_mlx5sim_nic_close(na);
+	zd_mlx5sim_nic_close(nb);
+}
+
+TestSuite(hole, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(hole, a_slot_claimed_and_never_written_is_given_up)
+{
+	struct zd_mlx5sim_stats st;
+	struct mlx5_cqe64 c;
+	struct t_wqe w;
+	uint64_t t0;
+
 
 	/* A writer claims slot 0 of B's receive CQ and dies. */
 	atomic_fetch_add(&zd_ms_cq_ctx(nb->sh, rcb.d.cqn - 1)->prod, 1);
@@ -62,8 +76,6 @@ Test(hole, a_slot_claimed_and_never_written_is_given_up)
 	cr_assert_eq(st.cq_holes, 1);
 	zd_mlx5sim_nic_stats(na, &st);
 	cr_assert_eq(st.cq_holes, 0);
-	zd_mlx5sim_nic_close(na);
-	zd_mlx5sim_nic_close(nb);
 }
 
 /* A receive claimed by a writer that died before it wrote the CQE: the
@@ -78,16 +90,8 @@ Test(hole, a_receive_claimed_and_never_completed_is_flushed)
 	struct mlx5_cqe64 c;
 	struct zd_ms_recv late = { .claim = 0 };
 	struct zd_ms_qp *pq;
-	uint32_t ka, kb, r;
 	uint64_t t0;
 
-	t_end_open(&na, &pda, &sca, &rca);
-	t_end_open(&nb, &pdb, &scb, &rcb);
-	t_qp_make(na, pda, &sca, &rca, 0, 8, 4, &qa);
-	t_qp_make(nb, pdb, &scb, &rcb, 0, 8, 4, &qb);
-	t_connect(na, &qa, nb, &qb);
-	cr_assert_eq(zd_mlx5sim_mr_add(na, pda, la, sizeof(la), T_ACC_ALL, &ka, &r), 0);
-	cr_assert_eq(zd_mlx5sim_mr_add(nb, pdb, lb, sizeof(lb), T_ACC_ALL, &kb, &r), 0);
 	t_recv(&qb, lb, 32, kb);
 	t_recv(&qb, lb + 32, 32, kb);
 
@@ -108,6 +112,4 @@ Test(hole, a_receive_claimed_and_never_completed_is_flushed)
 	/* The writer comes back: decided already, it writes nothing. */
 	cr_assert_not(zd_ms_recv_decide(pq, qb.qpn, &late));
 	t_none(&rcb, 100);
-	zd_mlx5sim_nic_close(na);
-	zd_mlx5sim_nic_close(nb);
 }
