@@ -15,14 +15,6 @@
 
 /* ---- CQEs ---- */
 
-static uint64_t zd_ms_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The consumer index moved past slot @p: the claim was given up. */
 static bool claim_passed(volatile __be32 *db, uint32_t p)
 {

@@ -71,14 +71,6 @@ static bool sq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, uint32_t p
 	return work;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Flushes the receives of @qp (in ERR) in order: each claimed and decided
  * here (zd_ms_recv_decide), then its FLUSH CQE.  A claim of the peer's
  * engine still undecided waits for it, ZD_MS_RECV_STUCK_NS at most. */
@@ -97,7 +89,7 @@ static bool rq_flush(struct zd_mlx5sim_nic *nic, struct zd_ms_qp *qp, struct zd_
 
 		if (rc.claim != c) {
 			/* The peer's engine has the receive at rq_done. */
-			uint64_t t = now_ns();
+			uint64_t t = zd_ms_now_ns();
 
 			if (!e->rq_stuck_since || e->rq_stuck != rc.claim) {
 				e->rq_stuck = rc.claim;

@@ -65,6 +65,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <sys/uio.h>
 
 #include "core/zd_compiler.h"
@@ -306,6 +307,15 @@ struct zd_mlx5sim_nic {
 };
 
 /* ---- layout accessors (work on any mapped region) and helpers ---- */
+
+/* The engine's clock for its give-up bounds (zd_ms_cq_mend, rq_flush). */
+static inline uint64_t zd_ms_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 
 static inline void *zd_ms_at(struct zd_ms_shared *sh, uint64_t off)
